@@ -1,0 +1,202 @@
+"""Discovery of installed methods and the umbrella command ``iclr25``.
+
+Every method package registers one callable in the ``iclr25.methods`` entry-point group::
+
+    [project.entry-points."iclr25.methods"]
+    agpd = "iclr25.agpd.reproduce:reproduce"
+
+The callable has the signature ``reproduce(quick: bool, out_dir: Path) -> list[Claim]``.
+It may write extra artefacts (plots, raw metrics) into ``out_dir``; :func:`run_reproduction`
+writes ``results.json`` and ``results.md`` there from the claims it returns.
+
+Command line::
+
+    iclr25 list
+    iclr25 reproduce [--quick] [--out DIR] [SLUG ...]
+
+``reproduce`` exits 1 if a method crashed (its traceback is printed) or a slug is unknown;
+a claim that does not hold is a result, not a failure, and does not change the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from .results import Claim, Report, claims_table, write_report
+
+__all__ = ["MethodEntry", "discover", "run_reproduction", "main"]
+
+GROUP = "iclr25.methods"
+log = logging.getLogger("iclr25")
+
+ReproduceFn = Callable[[bool, Path], "list[Claim]"]
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """An installed method: its slug, distribution name and version, and entry point."""
+
+    slug: str
+    distribution: str
+    version: str
+    target: str  # "module:attr"
+    _ep: object
+
+    def load(self) -> ReproduceFn:
+        """Import and return the ``reproduce`` callable."""
+        return self._ep.load()  # type: ignore[attr-defined]
+
+
+def discover() -> dict[str, MethodEntry]:
+    """All methods registered in the ``iclr25.methods`` group, keyed and sorted by slug.
+
+    Returns:
+        ``{slug: MethodEntry}``. Importing a method's module is deferred to ``load()``.
+    """
+    found: dict[str, MethodEntry] = {}
+    for ep in entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        name = dist.metadata["Name"] if dist is not None else "?"
+        version = dist.version if dist is not None else "?"
+        found[ep.name] = MethodEntry(ep.name, name, version, ep.value, ep)
+    return dict(sorted(found.items()))
+
+
+def run_reproduction(
+    slug: str,
+    fn: ReproduceFn,
+    *,
+    quick: bool,
+    out_dir: str | Path,
+    version: str = "?",
+) -> Report:
+    """Run one method's ``reproduce`` and write ``out_dir/results.{json,md}``.
+
+    Args:
+        slug: the method's slug (used in the report).
+        fn: ``reproduce(quick, out_dir) -> list[Claim]``.
+        quick: CPU-scale quick mode.
+        out_dir: folder for the results (created).
+        version: the package version recorded in the report.
+
+    Returns:
+        The written :class:`Report`.
+
+    Raises:
+        TypeError: if ``fn`` returns anything but a sequence of :class:`Claim`.
+        Whatever ``fn`` raises is propagated.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    claims = fn(quick, out)
+    seconds = time.perf_counter() - t0
+    claims = list(claims)
+    bad = [type(c).__name__ for c in claims if not isinstance(c, Claim)]
+    if bad:
+        raise TypeError(f"{slug}: reproduce() must return Claim objects, got {bad}")
+    report = Report(method=slug, version=version, quick=quick, seconds=seconds, claims=claims)
+    write_report(report, out)
+    return report
+
+
+def _cmd_list(_: argparse.Namespace) -> int:
+    methods = discover()
+    if not methods:
+        print("no iclr25 methods installed (pip install iclr25-<slug>)")
+        return 0
+    w = max(len(s) for s in methods)
+    dw = max(len(m.distribution) for m in methods.values())
+    for m in methods.values():
+        print(f"{m.slug:<{w}}  {m.distribution:<{dw}}  {m.version}")
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    methods = discover()
+    wanted = args.slugs or list(methods)
+    unknown = [s for s in wanted if s not in methods]
+    if unknown:
+        print(
+            f"error: unknown method(s) {unknown}; installed: {sorted(methods) or 'none'}",
+            file=sys.stderr,
+        )
+        return 1
+    if not wanted:
+        print("no iclr25 methods installed; nothing to reproduce", file=sys.stderr)
+        return 1
+    out_root = Path(args.out)
+    rows: list[tuple[str, Claim]] = []
+    crashed: list[str] = []
+    bar = tqdm(wanted, desc="reproduce", unit="method", file=sys.stderr, disable=args.quiet)
+    for slug in bar:
+        bar.set_postfix_str(slug)
+        entry = methods[slug]
+        try:
+            report = run_reproduction(
+                slug, entry.load(), quick=args.quick, out_dir=out_root / slug, version=entry.version
+            )
+        except Exception:  # noqa: BLE001 - report every method, fail at the end
+            crashed.append(slug)
+            print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
+            continue
+        rows += [(slug, c) for c in report.claims]
+        log.info("%s: %d/%d claims hold (%.1f s)", slug, sum(c.holds for c in report.claims),
+                 len(report.claims), report.seconds)
+    # one table of all claims, grouped by method
+    lines = []
+    for slug in dict.fromkeys(s for s, _ in rows):
+        table = claims_table([c for s, c in rows if s == slug], slug=slug).splitlines()
+        lines += table if not lines else table[2:]
+    if lines:
+        print("\n".join(lines))
+    held = sum(c.holds for _, c in rows)
+    summary = f"{held}/{len(rows)} claims hold across {len(wanted) - len(crashed)} method(s)"
+    if crashed:
+        summary += f"; CRASHED: {', '.join(crashed)}"
+    print(f"\n{summary}; results in {out_root}/<slug>/results.json")
+    return 1 if crashed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="iclr25",
+        description="ICLR 2025 methods as packages: list them, reproduce their claims.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    sp = sub.add_parser("list", help="installed methods: slug, distribution, version")
+    sp.set_defaults(func=_cmd_list)
+    sp = sub.add_parser(
+        "reproduce",
+        help="run the methods' reproductions and print one table of claims",
+        description="Run each method's reproduce(), write OUT/<slug>/results.{json,md}, print "
+        "one table. Exit 1 if a method crashed (not when a claim does not hold).",
+    )
+    sp.add_argument("slugs", nargs="*", metavar="SLUG", help="methods to run (default: all installed)")
+    sp.add_argument("--quick", action="store_true", help="CPU-scale quick mode (minutes on 2 cores)")
+    sp.add_argument("--out", default="results", help="output folder (default: ./results)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.set_defaults(func=_cmd_reproduce)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``iclr25`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Reproduction claims and reports.
+
+A :class:`Claim` is one of a paper's claims measured at the scale we can afford: the number we
+measured (``ours``), and the comparison that decides whether the claim holds — against a
+``baseline`` measured on the same data and seed (ours must beat it by ``margin`` in the stated
+direction), against a fixed ``threshold`` (ours must be on its right side), or both.
+``holds`` is a *computed* property: it is never stored by hand, and :func:`Claim.from_dict`
+ignores (but cross-checks) a ``holds`` field it is given.
+
+A :class:`Report` bundles a method's claims with run metadata and is written as
+``results.json`` (machine-readable, round-trips through :meth:`Report.from_json`) and
+``results.md`` (a Markdown table for READMEs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Claim", "Report", "claims_table", "write_report", "read_report"]
+
+_CLAIM_FIELDS = (
+    "name",
+    "metric",
+    "ours",
+    "baseline",
+    "threshold",
+    "higher_is_better",
+    "margin",
+    "paper",
+    "note",
+)
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One reproduced claim.
+
+    Args:
+        name: stable identifier, ``group/short_name`` (e.g. ``"badnets/tpr_gt_spectral"``).
+        metric: what ``ours`` measures, with its unit (e.g. ``"TPR (%)"``).
+        ours: the measured value of our implementation of the paper's method (float; NaN
+            when it could not be measured, in which case the claim does not hold).
+        baseline: the same metric measured for the baseline the paper compares with, on the
+            same data and seed; ``None`` for a threshold-only claim.
+        threshold: a fixed bound ``ours`` must reach; ``None`` for a baseline-only claim.
+        higher_is_better: direction of the comparison for both baseline and threshold.
+        margin: with a baseline, ``ours`` must beat it by at least this much (same units);
+            ``0`` means "at least as good".
+        paper: the figure the paper reports for this claim, as text (e.g. ``"96.66 TPR"``).
+        note: free text: scale, caveats, explanation when the claim does not hold.
+
+    Raises:
+        ValueError: if neither ``baseline`` nor ``threshold`` is given (nothing to decide),
+            or ``margin`` is negative.
+    """
+
+    name: str
+    metric: str
+    ours: float
+    baseline: float | None = None
+    threshold: float | None = None
+    higher_is_better: bool = True
+    margin: float = 0.0
+    paper: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("Claim.name must be a non-empty string")
+        if self.baseline is None and self.threshold is None:
+            raise ValueError(
+                f"Claim {self.name!r}: give a baseline or a threshold (or both); "
+                "otherwise 'holds' cannot be computed"
+            )
+        if self.margin < 0:
+            raise ValueError(f"Claim {self.name!r}: margin must be >= 0, got {self.margin}")
+        # normalise numeric types (numpy / torch scalars -> float) so JSON round-trips
+        for f in ("ours", "baseline", "threshold", "margin"):
+            v = getattr(self, f)
+            if v is not None:
+                object.__setattr__(self, f, float(v))
+        object.__setattr__(self, "higher_is_better", bool(self.higher_is_better))
+
+    @property
+    def holds(self) -> bool:
+        """Whether the measured numbers support the claim (computed, never stored).
+
+        With a baseline: ``ours - baseline >= margin`` (or ``baseline - ours >= margin`` when
+        lower is better). With a threshold: ``ours >= threshold`` (``<=`` when lower is better).
+        Both must pass when both are given. A NaN anywhere means the claim does not hold.
+        """
+        if not _finite(self.ours):
+            return False
+        ok = True
+        if self.baseline is not None:
+            if not _finite(self.baseline):
+                return False
+            diff = self.ours - self.baseline if self.higher_is_better else self.baseline - self.ours
+            ok &= diff >= self.margin
+        if self.threshold is not None:
+            ok &= self.ours >= self.threshold if self.higher_is_better else self.ours <= self.threshold
+        return bool(ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the fields above plus the computed ``holds``. NaN becomes ``None``."""
+        d = {k: getattr(self, k) for k in _CLAIM_FIELDS}
+        for k in ("ours", "baseline", "threshold"):
+            if d[k] is not None and not _finite(d[k]):
+                d[k] = None
+        d["holds"] = self.holds
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Claim:
+        """Inverse of :meth:`to_dict`. ``holds`` is recomputed; a stored ``holds`` that
+        disagrees with the numbers raises ``ValueError`` (a hand-edited result)."""
+        unknown = set(d) - set(_CLAIM_FIELDS) - {"holds"}
+        if unknown:
+            raise ValueError(f"Claim: unknown field(s) {sorted(unknown)}")
+        kw = {k: d[k] for k in _CLAIM_FIELDS if k in d}
+        if kw.get("ours") is None:
+            kw["ours"] = float("nan")
+        c = cls(**kw)
+        if "holds" in d and bool(d["holds"]) != c.holds:
+            raise ValueError(
+                f"Claim {c.name!r}: stored holds={d['holds']} disagrees with the numbers ({c.holds})"
+            )
+        return c
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if not _finite(x):
+        return "nan"
+    if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
+    """Markdown table of claims (one row each); a ``method`` column when ``slug`` is given."""
+    head = ["claim", "metric", "ours", "baseline", "threshold", "dir", "paper", "holds"]
+    if slug is not None:
+        head = ["method", *head]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in claims:
+        row = [
+            c.name,
+            c.metric,
+            _fmt(c.ours),
+            _fmt(c.baseline),
+            _fmt(c.threshold),
+            "higher" if c.higher_is_better else "lower",
+            c.paper.replace("|", "/"),
+            "yes" if c.holds else "**no**",
+        ]
+        if slug is not None:
+            row = [slug, *row]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+@dataclass
+class Report:
+    """A method's reproduction run.
+
+    Args:
+        method: the method's slug (e.g. ``"agpd"``).
+        version: the package version that produced it.
+        quick: whether the CPU-scale quick mode was used.
+        seconds: wall time of the run in seconds.
+        claims: the claims measured.
+        extra: free-form JSON-serialisable metadata (seeds, library versions, raw metrics).
+    """
+
+    method: str
+    version: str
+    quick: bool
+    seconds: float
+    claims: list[Claim] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    python: str = field(default_factory=platform.python_version)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "claims"}
+        d["claims"] = [c.to_dict() for c in self.claims]
+        d["n_claims"] = len(self.claims)
+        d["n_holding"] = sum(c.holds for c in self.claims)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name != "claims"}
+        return cls(claims=[Claim.from_dict(c) for c in d.get("claims", [])], **kw)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls.from_dict(json.loads(text))
+
+    def to_markdown(self) -> str:
+        held = sum(c.holds for c in self.claims)
+        mode = "quick (CPU scale)" if self.quick else "full"
+        out = [
+            f"# {self.method} — reproduction ({mode})",
+            "",
+            f"iclr25-{self.method} {self.version}, {self.seconds:.1f} s, {self.created}; "
+            f"{held}/{len(self.claims)} claims hold.",
+            "",
+            claims_table(self.claims),
+            "",
+        ]
+        notes = [f"- **{c.name}**: {c.note}" for c in self.claims if c.note]
+        if notes:
+            out += ["Notes:", "", *notes, ""]
+        return "\n".join(out)
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "__dataclass_fields__"):
+        return asdict(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_report(report: Report, out_dir: str | Path) -> Path:
+    """Write ``results.json`` and ``results.md`` into ``out_dir`` (created); return the JSON path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    p = out / "results.json"
+    p.write_text(report.to_json() + "\n", encoding="utf-8")
+    (out / "results.md").write_text(report.to_markdown(), encoding="utf-8")
+    return p
+
+
+def read_report(path: str | Path) -> Report:
+    """Read a ``results.json`` (or the folder holding it) back into a :class:`Report`."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+    return Report.from_json(p.read_text(encoding="utf-8"))
+
+
+def summarize(claims: Iterable[Claim]) -> str:
+    """One line: ``k/n claims hold``."""
+    cl = list(claims)
+    return f"{sum(c.holds for c in cl)}/{len(cl)} claims hold"
