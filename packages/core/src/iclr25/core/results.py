@@ -99,6 +99,8 @@ class Claim:
         With a baseline: ``ours - baseline >= margin`` (or ``baseline - ours >= margin`` when
         lower is better). With a threshold: ``ours >= threshold`` (``<=`` when lower is better).
         Both must pass when both are given. A NaN anywhere means the claim does not hold.
+        The comparisons are exact floating-point ones, with no tolerance, so that anyone
+        recomputing ``holds`` from the JSON numbers gets the same answer.
         """
         if not _finite(self.ours):
             return False

@@ -1,0 +1,77 @@
+import random
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pytest
+
+from iclr25.core.config import Command, ConfigError, config_from_dict, load_config_file, run_cli
+from iclr25.core.seed import seed_everything
+
+
+def test_base_is_torch_free():
+    code = ("import iclr25.core, iclr25.core.results, iclr25.core.registry, iclr25.core.data, "
+            "iclr25.core.seed, iclr25.core.config, iclr25.core.lm, sys; assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_seed_everything_repeats():
+    seed_everything(3)
+    a = (random.random(), np.random.rand())
+    seed_everything(3)
+    assert (random.random(), np.random.rand()) == a
+    with pytest.raises(ValueError):
+        seed_everything(-1)
+
+
+@dataclass
+class TrainConfig:
+    """Train something."""
+
+    lr: float = 0.01
+    """learning rate"""
+    epochs: int = 3
+    mode: Literal["paper", "code"] = "paper"
+    layers: tuple[int, ...] = (1, 2)
+    name: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def test_config_from_dict_validates():
+    c = config_from_dict(TrainConfig, {"lr": 1, "layers": [3], "mode": "code"})
+    assert c.lr == 1.0 and isinstance(c.lr, float) and c.layers == (3,) and c.mode == "code"
+    with pytest.raises(ConfigError, match="unknown key"):
+        config_from_dict(TrainConfig, {"lrr": 1})
+    with pytest.raises(ConfigError, match="epochs"):
+        config_from_dict(TrainConfig, {"epochs": "three"})
+    with pytest.raises(ConfigError, match="mode"):
+        config_from_dict(TrainConfig, {"mode": "other"})
+
+
+def test_config_file_errors(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('{"lr": 0.1,\n "epochs": }')
+    with pytest.raises(ConfigError, match="line 2"):
+        load_config_file(p)
+    p.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config_file(p)
+
+
+def test_run_cli_precedence(tmp_path, capsys):
+    seen = []
+    cmds = {"train": Command(TrainConfig, lambda c: seen.append(c) or 0, "train it")}
+    y = tmp_path / "c.yaml"
+    y.write_text("lr: 0.5\nepochs: 7\n")
+    assert run_cli("prog", "demo", cmds, ["train", "--config", str(y), "--epochs", "9"]) == 0
+    assert seen[-1].lr == 0.5 and seen[-1].epochs == 9
+    assert run_cli("prog", "demo", cmds, ["--help"]) == 0
+    assert "train it" in capsys.readouterr().out
+    assert run_cli("prog", "demo", cmds, ["train", "--help"]) == 0
+    assert "--lr" in capsys.readouterr().out
+    y.write_text("bogus: 1\n")
+    assert run_cli("prog", "demo", cmds, ["train", "--config", str(y)]) == 2
+    assert "unknown key" in capsys.readouterr().err
+    assert run_cli("prog", "demo", cmds, ["nope"]) == 2

@@ -1,0 +1,80 @@
+import json
+import math
+
+import pytest
+
+from iclr25.core.results import Claim, Report, claims_table, read_report, write_report
+
+
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        (dict(ours=0.9, baseline=0.5), True),
+        (dict(ours=0.5, baseline=0.5), True),  # margin 0: at least as good
+        (dict(ours=0.5, baseline=0.5, margin=0.01), False),
+        (dict(ours=0.75, baseline=0.5, margin=0.25), True),  # exact in binary floating point
+        (dict(ours=0.1, baseline=0.5, higher_is_better=False, margin=0.3), True),
+        (dict(ours=0.3, baseline=0.5, higher_is_better=False, margin=0.3), False),
+        (dict(ours=0.95, threshold=0.9), True),
+        (dict(ours=0.85, threshold=0.9), False),
+        (dict(ours=0.02, threshold=0.05, higher_is_better=False), True),
+        (dict(ours=0.06, threshold=0.05, higher_is_better=False), False),
+        (dict(ours=0.95, baseline=0.5, threshold=0.99), False),  # both must pass
+        (dict(ours=0.995, baseline=0.5, threshold=0.99), True),
+        (dict(ours=float("nan"), threshold=0.0), False),
+        (dict(ours=1.0, baseline=float("nan")), False),
+    ],
+)
+def test_holds_is_computed(kw, expected):
+    assert Claim("g/c", "m", **kw).holds is expected
+
+
+def test_claim_needs_a_comparison_and_valid_margin():
+    with pytest.raises(ValueError, match="baseline or a threshold"):
+        Claim("g/c", "m", ours=1.0)
+    with pytest.raises(ValueError, match="margin"):
+        Claim("g/c", "m", ours=1.0, baseline=0.0, margin=-1)
+
+
+def test_holds_cannot_be_typed_in():
+    with pytest.raises(TypeError):
+        Claim("g/c", "m", ours=1.0, threshold=0.0, holds=False)  # type: ignore[call-arg]
+    d = Claim("g/c", "m", ours=0.1, threshold=0.5).to_dict()
+    assert d["holds"] is False
+    d["holds"] = True  # a hand-edited results.json
+    with pytest.raises(ValueError, match="disagrees"):
+        Claim.from_dict(d)
+
+
+def test_numpy_scalars_are_normalised():
+    np = pytest.importorskip("numpy")
+    c = Claim("g/c", "m", ours=np.float32(0.5), baseline=np.int64(0), higher_is_better=np.bool_(True))
+    assert type(c.ours) is float and type(c.baseline) is float and c.holds
+    json.dumps(c.to_dict())
+
+
+def test_report_roundtrip(tmp_path):
+    claims = [
+        Claim("a/x", "TPR (%)", ours=97.0, baseline=16.0, margin=10, paper="90.06", note="CPU scale"),
+        Claim("a/y", "FPR (%)", ours=3.0, threshold=2.0, higher_is_better=False),
+        Claim("a/z", "AUROC", ours=float("nan"), threshold=0.5),
+    ]
+    r = Report("agpd", "0.1.0", quick=True, seconds=1.5, claims=claims, extra={"seed": 0})
+    p = write_report(r, tmp_path / "agpd")
+    data = json.loads(p.read_text())
+    assert [c["holds"] for c in data["claims"]] == [True, False, False]
+    assert data["claims"][2]["ours"] is None  # NaN is written as null, JSON stays valid
+    assert set(data["claims"][0]) == {"name", "metric", "ours", "baseline", "threshold", "higher_is_better",
+                                      "margin", "paper", "note", "holds"}
+    back = read_report(tmp_path / "agpd")
+    assert back.to_dict() == r.to_dict() or back.claims[:2] == r.claims[:2]
+    assert math.isnan(back.claims[2].ours)
+    assert back.method == "agpd" and back.extra == {"seed": 0} and back.quick is True
+    md = (tmp_path / "agpd" / "results.md").read_text()
+    assert "| a/x |" in md and "**no**" in md and "1/3 claims hold" in md
+
+
+def test_claims_table_has_one_row_per_claim():
+    t = claims_table([Claim("a", "m", 1, threshold=0), Claim("b", "m", 0, threshold=1)], slug="s")
+    lines = t.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("| method |")
