@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+
 import numpy as np
 from tqdm.auto import tqdm
 
