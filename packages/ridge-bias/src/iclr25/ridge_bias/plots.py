@@ -45,6 +45,7 @@ def plot_curves(
         log.warning("matplotlib is not installed; skipping %s (pip install 'iclr25-ridge-bias[plot]')", path)
         return None
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -71,6 +72,7 @@ def plot_curves(
             ax.axhline(float(pan["hline"]), color="gray", lw=0.8, ls="--")
         if pan.get("logx", True):
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         if pan.get("logy", False):
             ax.set_yscale("log")
         ax.set_xlabel(pan.get("xlabel", ""))
