@@ -42,7 +42,7 @@ def assert_as_printed(values, printed):
 def test_isotropic_ridgeless_hastie(phi, expected):
     # phi<1: sigma^2 phi/(1-phi); phi>1: |w|^2 (1-1/phi) + sigma^2/(phi-1), |w|=1, sigma^2=0.25
     d = 200
-    r = ridge_risk_theory(one_group(d, d / phi, 0.25), 1e-7).risk[0, 0]
+    r = ridge_risk_theory(one_group(d, d / phi, 0.25), 1e-7).risk[0]
     assert r == pytest.approx(expected, rel=1e-5)
 
 
@@ -78,7 +78,7 @@ def test_isotropic_fixed_point_quadratic():
 
 def test_optimal_ridge_isotropic():
     mix = one_group(100, 200, 0.25)
-    res = optimize.minimize_scalar(lambda t: ridge_risk_theory(mix, np.exp(t)).risk[0, 0],
+    res = optimize.minimize_scalar(lambda t: ridge_risk_theory(mix, np.exp(t)).risk[0],
                                    bounds=(np.log(1e-3), np.log(10)), method="bounded",
                                    options={"xatol": 1e-8})
     assert np.exp(res.x) == pytest.approx(0.25 * 0.5 / 1.0, rel=1e-4)
@@ -88,8 +88,8 @@ def test_optimal_ridge_isotropic():
 def test_two_identical_groups_reduce_to_one(p):
     d = 100
     g = GroupSpec(np.ones(d), np.ones(d) / np.sqrt(d), 0.25)
-    two = ridge_risk_theory(MixtureSpec((g, g), p, 200), 0.1).risk[0]
-    one = ridge_risk_theory(one_group(d, 200, 0.25), 0.1).risk[0, 0]
+    two = ridge_risk_theory(MixtureSpec((g, g), p, 200), 0.1).risk
+    one = ridge_risk_theory(one_group(d, 200, 0.25), 0.1).risk[0]
     np.testing.assert_allclose(two, one, rtol=1e-12)
     assert one == pytest.approx(0.1767837, abs=1e-7)
 
@@ -102,9 +102,9 @@ def test_scaling_invariance(c, p, lam):
     cov = A @ A.T / (2 * d)  # non-diagonal: the general (full-matrix) path
     w = rng.standard_normal(d) / np.sqrt(d)
     mix = MixtureSpec((GroupSpec(cov, w, 0.2), GroupSpec(c * cov, w, 0.2)), p, 120)
-    r = ridge_risk_theory(mix, lam).risk[0]
+    r = ridge_risk_theory(mix, lam).risk
     assert r[1] == pytest.approx(c * r[0], rel=1e-9)
-    rp = rp_risk_theory(mix, lam, m=90, seed=3).risk[0]
+    rp = rp_risk_theory(mix, lam, m=90, seed=3).risk
     assert rp[1] == pytest.approx(c * rp[0], rel=1e-8)
 
 
@@ -113,13 +113,13 @@ def test_scaling_invariance(c, p, lam):
 
 def test_config_A():
     mix = scenario("A")
-    np.testing.assert_allclose(ridge_risk_theory(mix, 0.1).risk[0], [0.13673, 0.13683], atol=6e-6)
-    np.testing.assert_allclose(separate_risk_theory(mix, 0.1)[0], [0.12669, 0.85967], atol=6e-6)
+    np.testing.assert_allclose(ridge_risk_theory(mix, 0.1).risk, [0.13673, 0.13683], atol=6e-6)
+    np.testing.assert_allclose(separate_risk_theory(mix, 0.1), [0.12669, 0.85967], atol=6e-6)
 
 
 def test_config_B_C():
-    np.testing.assert_allclose(ridge_risk_theory(scenario("B"), 0.1).risk[0], [0.53153, 1.21286], atol=6e-6)
-    np.testing.assert_allclose(ridge_risk_theory(scenario("C"), 0.01).risk[0], [1.47396, 1.12928], atol=6e-6)
+    np.testing.assert_allclose(ridge_risk_theory(scenario("B"), 0.1).risk, [0.53153, 1.21286], atol=6e-6)
+    np.testing.assert_allclose(ridge_risk_theory(scenario("C"), 0.01).risk, [1.47396, 1.12928], atol=6e-6)
 
 
 def test_general_path_equals_spectral_path():
@@ -154,9 +154,9 @@ def test_spec_S2_tables():
 
 def test_spec_S3_odd_table():
     mix = scenario("s3")
-    odd = {m: abs(np.diff(rp_risk_theory(mix, 1e-3, m=m, seed=0).risk[0])[0]) for m in (150, 200, 400, 800, 1600)}
+    odd = {m: abs(np.diff(rp_risk_theory(mix, 1e-3, m=m, seed=0).risk)[0]) for m in (150, 200, 400, 800, 1600)}
     assert_as_printed([odd[m] for m in (150, 200, 400, 800, 1600)], ["0.070", "0.0703", "0.0706", "0.0707", "0.0707"])
-    ridge = ridge_risk_theory(mix, 1e-3).risk[0]
+    ridge = ridge_risk_theory(mix, 1e-3).risk
     assert_as_printed([abs(ridge[1] - ridge[0])], ["0.0703"])
 
 
@@ -165,7 +165,7 @@ def test_spec_S3_small_m_within_draw_spread(m, spec):
     """Below m = d the ODD depends on the draw of S (the spec's seed convention is unknown): the spec's
     single-draw value must lie within the range of 40 draws."""
     mix = scenario("s3")
-    o = [abs(np.diff(rp_risk_theory(mix, 1e-3, m=m, seed=s).risk[0])[0]) for s in range(40)]
+    o = [abs(np.diff(rp_risk_theory(mix, 1e-3, m=m, seed=s).risk)[0]) for s in range(40)]
     assert min(o) <= spec <= max(o)
 
 
@@ -186,8 +186,8 @@ def test_rp_orthogonal_square_equals_ridge():
 
 def test_rp_many_features_tends_to_ridgeless():
     mix = scenario("s3")
-    rp = rp_risk_theory(mix, 1e-3, m=1600, seed=0).risk[0]
-    ridgeless = ridge_risk_theory(mix, 1e-7).risk[0]
+    rp = rp_risk_theory(mix, 1e-3, m=1600, seed=0).risk
+    ridgeless = ridge_risk_theory(mix, 1e-7).risk
     np.testing.assert_allclose(rp, ridgeless, rtol=0.01)
 
 

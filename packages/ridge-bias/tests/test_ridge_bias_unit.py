@@ -101,6 +101,12 @@ def test_shapes_and_scalar_lambda():
     np.testing.assert_allclose(r.risk, r.bias + r.var)
     np.testing.assert_allclose(r["noisy_risk"], r.risk + np.array([0.1, 0.2]))
     assert set(r.to_dict()) == set(r.keys())
+    one = ridge_risk_theory(mix, 0.1)  # scalar lam: the grid axis is dropped
+    assert one.risk.shape == (2,) and one.ddelta.shape == (2, 2)
+    np.testing.assert_allclose(one.risk, ridge_risk_theory(mix, [0.1]).risk[0])
+    assert disparity_metrics(mix, 0.1)["R_joint"].shape == (2,)
+    assert rp_risk_theory(mix, 0.1, m=10).risk.shape == (2,)
+    assert gradient_flow_risk_theory(mix, 10.0).risk.shape == (2,)
 
 
 def test_grid_equals_pointwise():
@@ -130,8 +136,8 @@ def test_near_interpolation_tiny_lambda_converges():
 
 def test_three_identical_groups_equal_one():
     g = GroupSpec(np.linspace(0.5, 1.5, D), np.ones(D) / np.sqrt(D), 0.3)
-    three = ridge_risk_theory(MixtureSpec((g, g, g), (0.2, 0.3, 0.5), 50), 0.2).risk[0]
-    one = ridge_risk_theory(MixtureSpec((g,), (1.0,), 50), 0.2).risk[0, 0]
+    three = ridge_risk_theory(MixtureSpec((g, g, g), (0.2, 0.3, 0.5), 50), 0.2).risk
+    one = ridge_risk_theory(MixtureSpec((g,), (1.0,), 50), 0.2).risk[0]
     np.testing.assert_allclose(three, one, rtol=1e-12)
 
 

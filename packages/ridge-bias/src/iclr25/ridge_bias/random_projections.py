@@ -101,13 +101,13 @@ def rp_risk_theory(
         S: optional explicit ``[m, d]`` projection.
 
     Returns:
-        :class:`.theory.TheoryResult`; ``risk = E_s + rho_s`` (excess risk against ``x^T w_s*``),
+        :class:`.theory.TheoryResult` (``risk [L, K]``, ``[K]`` for a scalar ``lam``); ``risk = E_s + rho_s`` (excess risk against ``x^T w_s*``),
         ``bias`` includes ``rho_s``; ``noisy_risk = risk + sigma_s^2``.
 
     Raises:
         ValueError: ``lam <= 0``, bad ``m`` or ``S`` shape.
     """
-    lam_arr, _ = _as_lam(lam)
+    lam_arr, scalar = _as_lam(lam)
     if S is None:
         S = projection_matrix(m, mix.d, seed)
     elif S.shape[0] != m:
@@ -118,4 +118,4 @@ def rp_risk_theory(
     res.risk = res.risk + rho[None, :]
     res.bias = res.bias + rho[None, :]
     res.noisy_risk = res.risk + noise[None, :]
-    return res
+    return res.at(0) if scalar else res

@@ -200,12 +200,12 @@ def _s3(out: Path, draws: int) -> tuple[list[Claim], dict]:
     mix = scenario("s3")
     d, n, lam = mix.d, int(mix.n), 1e-3
     ms = [int(round(f * d)) for f in S3_M_FACTORS]
-    ridge = ridge_risk_theory(mix, lam).risk[0]
+    ridge = ridge_risk_theory(mix, lam).risk
     odd_ridge = float(abs(ridge[1] - ridge[0]))
     odd = np.empty((draws, len(ms)))
     for j, m in enumerate(ms):
         for s in range(draws):
-            r = rp_risk_theory(mix, lam, m=m, seed=s).risk[0]
+            r = rp_risk_theory(mix, lam, m=m, seed=s).risk
             odd[s, j] = abs(r[1] - r[0])
     ratio = float(odd[:, -1].mean() / odd_ridge)
     # sample-size sweep: the ODD peaks where the number of samples reaches the feature rank min(m, d)
@@ -213,7 +213,7 @@ def _s3(out: Path, draws: int) -> tuple[list[Claim], dict]:
     peaks, curves = {}, []
     for m in (d // 2, 2 * d):
         mz, rho = projected_mixture(mix, projection_matrix(m, d, 0))
-        o = np.array([abs(np.diff(ridge_risk_theory(MixtureSpec(mz.groups, mz.proportions, nn), lam).risk[0] + rho)[0])
+        o = np.array([abs(np.diff(ridge_risk_theory(MixtureSpec(mz.groups, mz.proportions, nn), lam).risk + rho)[0])
                       for nn in ns])
         peaks[m] = float(ns[np.argmax(o)])
         curves.append({"y": o, "label": f"RP m={m}"})

@@ -349,7 +349,8 @@ def solve_fixed_point(mix: MixtureSpec, lam: float | Sequence[float] | np.ndarra
 class TheoryResult:
     """Theory of the group-wise test risks of one estimator on a ``lam`` grid.
 
-    Attributes (``L`` = grid length, ``K`` = number of groups; all float arrays):
+    Attributes (``L`` = grid length, ``K`` = number of groups; all float arrays; for a scalar
+    ``lam`` the leading ``L`` axis is dropped):
         lam: ``[L]`` ridge penalties.
         risk: ``[L, K]`` excess test risk ``E_s = E_x (f(x) - x^T w_s*)^2`` of test group ``s``.
         bias: ``[L, K]`` bias term ``B_s`` (includes the approximation error ``rho_s`` for random
@@ -377,6 +378,10 @@ class TheoryResult:
     def to_dict(self) -> dict[str, list]:
         """JSON-ready dict of lists."""
         return {k: np.asarray(getattr(self, k)).tolist() for k in self.keys()}
+
+    def at(self, i: int) -> TheoryResult:
+        """The result at grid index ``i`` (the leading ``L`` axis dropped)."""
+        return TheoryResult(*(np.asarray(getattr(self, k))[i] for k in self.keys()))
 
 
 def _risk_from_prepared(prep: _Prepared, lam: np.ndarray) -> TheoryResult:
@@ -441,13 +446,14 @@ def ridge_risk_theory(mix: MixtureSpec, lam: float | Sequence[float] | np.ndarra
             scalar or grid ``[L]``, each ``> 0``.
 
     Returns:
-        :class:`TheoryResult` with arrays over the grid (``L = 1`` for a scalar ``lam``).
+        :class:`TheoryResult` with arrays over the grid (``risk [L, K]``; ``[K]`` for a scalar ``lam``).
 
     Raises:
         ValueError: ``lam <= 0``.
     """
-    lam_arr, _ = _as_lam(lam)
-    return _risk_from_prepared(_prepare(mix), lam_arr)
+    lam_arr, scalar = _as_lam(lam)
+    res = _risk_from_prepared(_prepare(mix), lam_arr)
+    return res.at(0) if scalar else res
 
 
 def gradient_flow_risk_theory(mix: MixtureSpec, t: float | Sequence[float] | np.ndarray) -> TheoryResult:
@@ -457,27 +463,28 @@ def gradient_flow_risk_theory(mix: MixtureSpec, t: float | Sequence[float] | np.
     Raises:
         ValueError: ``t <= 0``.
     """
-    t_arr, _ = _as_lam(t, "t")
-    return ridge_risk_theory(mix, 1.0 / t_arr)
+    t_arr, scalar = _as_lam(t, "t")
+    res = ridge_risk_theory(mix, 1.0 / t_arr)
+    return res.at(0) if scalar else res
 
 
 def separate_risk_theory(
     mix: MixtureSpec, lam: float | Sequence[float] | np.ndarray, *, edd_samples: Literal["group", "full"] = "group"
 ) -> np.ndarray:
-    """Risk ``R_s(f_hat_s)`` of the model trained on group ``s`` alone, ``[L, K]``.
+    """Risk ``R_s(f_hat_s)`` of the model trained on group ``s`` alone, ``[L, K]`` (``[K]`` for a scalar ``lam``).
 
     Args:
         edd_samples: ``"group"``: ``f_hat_s`` sees group ``s``'s ``p_s n`` samples (default);
             ``"full"``: it sees ``n`` samples of group ``s``.
     """
-    lam_arr, _ = _as_lam(lam)
+    lam_arr, scalar = _as_lam(lam)
     if edd_samples not in ("group", "full"):
         raise ValueError(f"edd_samples must be 'group' or 'full', got {edd_samples!r}")
     out = np.empty((lam_arr.size, mix.K))
     for s in range(mix.K):
         sub = mix.separate(s, None if edd_samples == "group" else mix.n)
         out[:, s] = ridge_risk_theory(sub, lam_arr).risk[:, 0]
-    return out
+    return out[0] if scalar else out
 
 
 def disparity_metrics(
@@ -508,7 +515,8 @@ def disparity_metrics(
 
     Returns:
         dict with ``lam [L]``, ``R_joint [L, 2]``, ``R_sep [L, 2]``, ``EDD``, ``ODD``, ``ADD`` ``[L]``
-        and ``minority_bias [L]`` (``R_2(f_hat) - R_1(f_hat)``, signed).
+        and ``minority_bias [L]`` (``R_2(f_hat) - R_1(f_hat)``, signed); the ``L`` axis is dropped
+        for a scalar ``lam``.
 
     Raises:
         ValueError: ``mix`` does not have two groups, bad option strings, ``model="rp"`` without ``m``.
@@ -523,7 +531,7 @@ def disparity_metrics(
     ):
         if val not in allowed:
             raise ValueError(f"disparity_metrics: {name}={val!r}; choose from {allowed}")
-    lam_arr, _ = _as_lam(lam)
+    lam_arr, scalar = _as_lam(lam)
     key = "noisy_risk" if risk == "noisy" else "risk"
     if model == "rp":
         if m is None:
@@ -545,7 +553,7 @@ def disparity_metrics(
     edd = np.abs(sep[:, 1] - sep[:, 0])
     with np.errstate(divide="ignore", invalid="ignore"):
         addv = odd / edd if add == "ratio" else odd - edd
-    return {
+    out = {
         "lam": lam_arr,
         "R_joint": joint,
         "R_sep": sep,
@@ -554,3 +562,4 @@ def disparity_metrics(
         "ADD": addv,
         "minority_bias": joint[:, 1] - joint[:, 0],
     }
+    return {k: v[0] for k, v in out.items()} if scalar else out
