@@ -21,15 +21,18 @@ CLAIMS = [
 
 
 def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
-    tiny = dict(val_lam=np.array([0.01, 1.0]), val_seeds=3, val_dims=(40,), s3_draws=1,
+    tiny = dict(val_lam=np.array([0.01, 1.0]), val_seeds=(3,), val_dims=(40,), s3_draws=1,
                 digits_lam=np.array([0.01, 1.0]), digits_splits=2, digits_p2=(0.2,), gf_seeds=2)
     monkeypatch.setattr(rmod, "_settings", lambda quick: tiny)
+    plotted = []
+    monkeypatch.setattr(rmod, "plot_curves", lambda path, panels, **kw: plotted.append(Path(path).name))  # speed
     report = run_reproduction("ridge-bias", rmod.reproduce, quick=True, out_dir=tmp_path, version="test")
     assert [c.name for c in report.claims] == CLAIMS
     back = read_report(tmp_path)
     assert [c.holds for c in back.claims] == [c.holds for c in report.claims]
     for f in ("results.json", "results.md", "details.json", "performance.json"):
         assert (tmp_path / f).is_file()
+    assert sorted(plotted) == ["digits.png", "gradient_flow.png", "s1_s2_add.png", "s3_rp.png", "theory_vs_mc_d40.png"]
     # the theory-only claims do not depend on the tiny settings
     held = {c.name: c.holds for c in report.claims}
     assert held["s1/amplification_only_with_strong_lambda"] and held["s2/amplification_min_at_intermediate_lambda"]

@@ -81,10 +81,28 @@ def sample_mixture(mix: MixtureSpec, rng: np.random.Generator) -> tuple[np.ndarr
 
 
 def _svd_fit(X: np.ndarray, y: np.ndarray, gains) -> np.ndarray:
-    """``V diag(gain(s)) U^T y`` for each grid value; returns ``[L, p]``."""
-    U, s, Vt = np.linalg.svd(X, full_matrices=False)
-    Uty = U.T @ y
-    return (gains(s) * Uty[None, :]) @ Vt
+    """``V diag(gain(s)) U^T y`` for each grid value (thin SVD ``X = U diag(s) V^T``); ``[L, p]``.
+
+    Computed from the smaller Gram matrix (``X^T X`` or ``X X^T``, one ``eigh``), ~3x cheaper than
+    an SVD of ``X``; directions with ``s = 0`` contribute nothing.
+    """
+    n, p = X.shape
+    if n >= p:
+        ev, V = np.linalg.eigh(X.T @ X)
+        s = np.sqrt(np.clip(ev, 0.0, None))
+        proj = V.T @ (X.T @ y)  # = s * U^T y
+    else:
+        ev, U = np.linalg.eigh(X @ X.T)
+        s = np.sqrt(np.clip(ev, 0.0, None))
+        proj = s * (U.T @ y)
+        V = None
+    tiny = s <= s.max(initial=0.0) * max(n, p) * np.finfo(float).eps
+    safe = np.where(tiny, 1.0, s)
+    coef = np.where(tiny[None, :], 0.0, gains(safe) / safe[None, :])  # gain(s)/s, [L, r]
+    if V is not None:
+        return (coef * proj[None, :]) @ V.T
+    # wide: V = X^T U diag(1/s)  =>  w = X^T U diag(gain/s^2 * s) U^T y ... in the same form
+    return ((coef / safe[None, :]) * proj[None, :]) @ (U.T @ X)
 
 
 def fit_ridge(X: np.ndarray, y: np.ndarray, lam: float | Sequence[float] | np.ndarray) -> np.ndarray:
