@@ -43,6 +43,9 @@ def test_config_file_and_rp(tmp_path):
     cfg.write_text("scenario: s3\nmodel: rp\nm: 50\nlam_grid: [0.001]\nplot: false\n")
     run("theory", "--config", str(cfg), "--out", str(tmp_path))
     assert json.loads((tmp_path / "theory.json").read_text())["config"]["m"] == 50
+    run("theory", "--config", str(cfg), "--m-grid", "150", "1600", "--out", str(tmp_path))
+    odd = json.loads((tmp_path / "theory.json").read_text())["ODD"]
+    assert [round(o[0], 4) for o in odd] == [0.0699, 0.0707]  # spec S3 table (seed 0)
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,15 @@ def test_disparity_options():
     assert rp["ODD"].shape == (2,)
 
 
+def test_rp_draws_average():
+    mix = small()
+    one = [rp_risk_theory(mix, [0.1, 1.0], m=15, seed=s).risk for s in (4, 5, 6)]
+    avg = rp_risk_theory(mix, [0.1, 1.0], m=15, seed=4, draws=3).risk
+    np.testing.assert_allclose(avg, np.mean(one, axis=0), rtol=1e-12)
+    with pytest.raises(ValueError, match="draws"):
+        rp_risk_theory(mix, 0.1, m=15, draws=0)
+
+
 def test_rp_rho_nonnegative_and_exact_when_full_rank():
     mix = small()
     _, rho = projected_mixture(mix, projection_matrix(10, D, 0))

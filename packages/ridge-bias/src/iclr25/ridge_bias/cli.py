@@ -78,13 +78,44 @@ def _table(header: list[str], rows: list[list[float]]) -> str:
     return "\n".join(lines)
 
 
-def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray) -> dict:
+def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray, m: int | None = None) -> dict:
     from .theory import disparity_metrics
 
-    if cfg.model == "rp" and cfg.m is None:
-        raise ValueError("model=rp needs --m (the number of random features)")
-    return disparity_metrics(mix, lam, model=cfg.model, m=cfg.m, seed=cfg.seed, risk=cfg.risk, add=cfg.add,
-                             edd_samples=cfg.edd_samples)
+    m = cfg.m if m is None else m
+    if cfg.model == "rp" and m is None:
+        raise ValueError("model=rp needs --m (the number of random features) or --m-grid")
+    return disparity_metrics(mix, lam, model=cfg.model, m=m, seed=cfg.seed, draws=cfg.draws, risk=cfg.risk,
+                             add=cfg.add, edd_samples=cfg.edd_samples)
+
+
+def _theory_m_sweep(cfg: TheoryConfig, mix, lam: np.ndarray) -> int:
+    from .plots import plot_curves
+
+    ms = [int(m) for m in cfg.m_grid]
+    t0 = time.perf_counter()
+    mets = [_theory_metrics(cfg, mix, lam, m) for m in ms]
+    secs = time.perf_counter() - t0
+    rows = [[m, lam[i], *met["R_joint"][i], met["ODD"][i], met["EDD"][i], met["ADD"][i]]
+            for m, met in zip(ms, mets) for i in range(lam.size)]
+    print(_table(["m", "lam", "R1_joint", "R2_joint", "ODD", "EDD", "ADD"], rows))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = ("R_joint", "R_sep", "ODD", "EDD", "ADD")
+    (out / "theory.json").write_text(json.dumps({
+        "config": _cfg_dict(cfg), "seconds": secs, "m": ms, "lam": lam.tolist(),
+        **{k: [np.asarray(met[k]).tolist() for met in mets] for k in keys}}, indent=1))
+    if cfg.plot:
+        odd = np.array([met["ODD"] for met in mets])  # [M, L]
+        add = np.array([met["ADD"] for met in mets])
+        plot_curves(out / "theory.png", [
+            dict(x=ms, xlabel="m (random features)", ylabel="ODD", title="disparity vs parameters",
+                 curves=[{"y": odd[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
+            dict(x=ms, xlabel="m (random features)", ylabel="ADD", title="amplification vs parameters",
+                 hline=1.0 if cfg.add == "ratio" else 0.0,
+                 curves=[{"y": add[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
+        ])
+    print(f"theory: {len(ms)} x {lam.size} grid points in {secs:.2f} s; wrote {out / 'theory.json'}")
+    return 0
 
 
 def cmd_theory(cfg: TheoryConfig) -> int:
@@ -93,6 +124,10 @@ def cmd_theory(cfg: TheoryConfig) -> int:
     with _threads(cfg.threads):
         mix = _mixture(cfg)
         lam = _grid(cfg)
+        if cfg.m_grid:
+            if cfg.model != "rp":
+                raise ValueError("--m-grid needs --model rp")
+            return _theory_m_sweep(cfg, mix, lam)
         t0 = time.perf_counter()
         met = _theory_metrics(cfg, mix, lam)
         secs = time.perf_counter() - t0

@@ -35,8 +35,12 @@ class TheoryConfig:
     """Estimator: ridge, random-projection ridge (needs --m), gradient flow at t = 1/lam."""
     m: int | None = None
     """Number of random features for model=rp."""
+    m_grid: tuple[int, ...] = ()
+    """Sweep of m for model=rp (replaces --m): ODD/ADD vs the number of parameters (paper claim iii)."""
     seed: int = 0
     """Seed of the random projection S."""
+    draws: int = 1
+    """model=rp: average the theory over this many projections (seeds seed, seed+1, ...)."""
     risk: Literal["excess", "noisy"] = "excess"
     """Risk reported: excess E_s (paper's test error against the teacher) or E_s + sigma_s^2."""
     add: Literal["ratio", "difference"] = "ratio"

@@ -90,6 +90,7 @@ def rp_risk_theory(
     m: int,
     seed: int = 0,
     S: np.ndarray | None = None,
+    draws: int = 1,
 ) -> TheoryResult:
     """Group-wise test risk of random-projection ridge, exact conditional on ``S``.
 
@@ -99,6 +100,9 @@ def rp_risk_theory(
         m: number of random features (parameters).
         seed: seed of ``S`` (:func:`projection_matrix`); ignored when ``S`` is given.
         S: optional explicit ``[m, d]`` projection.
+        draws: average the conditional theory over the projections of seeds ``seed, ...,
+            seed + draws - 1`` (a Monte-Carlo estimate of the paper's ``S``-averaged curve; every
+            array of the result is averaged). Must be 1 when ``S`` is given.
 
     Returns:
         :class:`.theory.TheoryResult` (``risk [L, K]``, ``[K]`` for a scalar ``lam``); ``risk = E_s + rho_s`` (excess risk against ``x^T w_s*``),
@@ -108,6 +112,14 @@ def rp_risk_theory(
         ValueError: ``lam <= 0``, bad ``m`` or ``S`` shape.
     """
     lam_arr, scalar = _as_lam(lam)
+    if int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be an integer >= 1, got {draws!r}")
+    if draws > 1:
+        if S is not None:
+            raise ValueError("draws > 1 averages over seeded projections; do not pass S")
+        runs = [rp_risk_theory(mix, lam_arr, m=m, seed=seed + i) for i in range(int(draws))]
+        res = TheoryResult(*(np.mean([getattr(r, k) for r in runs], axis=0) for k in runs[0].keys()))
+        return res.at(0) if scalar else res
     if S is None:
         S = projection_matrix(m, mix.d, seed)
     elif S.shape[0] != m:

@@ -494,6 +494,7 @@ def disparity_metrics(
     model: Literal["ridge", "rp", "gradient_flow"] = "ridge",
     m: int | None = None,
     seed: int = 0,
+    draws: int = 1,
     risk: Literal["excess", "noisy"] = "excess",
     add: Literal["ratio", "difference"] = "ratio",
     edd_samples: Literal["group", "full"] = "group",
@@ -508,7 +509,8 @@ def disparity_metrics(
         mix: a two-group mixture.
         lam: penalty ``> 0`` or grid ``[L]``; for ``model="gradient_flow"`` this is ``1/t``.
         model: ``"ridge"``, ``"rp"`` (random projections with ``m`` features, seed ``seed``; the
-            separate models use the same ``S``) or ``"gradient_flow"`` (``lam = 1/t`` proxy).
+            separate models use the same ``S``; ``draws > 1`` averages risks over that many seeded
+            projections) or ``"gradient_flow"`` (``lam = 1/t`` proxy).
         risk: ``"excess"`` (default, ``E_s``) or ``"noisy"`` (``E_s + sigma_s^2``).
         add: ``"ratio"`` (default) or ``"difference"``.
         edd_samples: see :func:`separate_risk_theory`.
@@ -538,11 +540,11 @@ def disparity_metrics(
             raise ValueError("disparity_metrics: model='rp' needs the number of random features m")
         from .random_projections import rp_risk_theory
 
-        joint = rp_risk_theory(mix, lam_arr, m=m, seed=seed)[key]
+        joint = rp_risk_theory(mix, lam_arr, m=m, seed=seed, draws=draws)[key]
         sep = np.empty_like(joint)
         for s in range(2):
             sub = mix.separate(s, None if edd_samples == "group" else mix.n)
-            sep[:, s] = rp_risk_theory(sub, lam_arr, m=m, seed=seed)[key][:, 0]
+            sep[:, s] = rp_risk_theory(sub, lam_arr, m=m, seed=seed, draws=draws)[key][:, 0]
     else:
         joint = ridge_risk_theory(mix, lam_arr)[key]
         sep = np.empty_like(joint)
