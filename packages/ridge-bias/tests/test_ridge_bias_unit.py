@@ -208,3 +208,12 @@ def test_scenarios_build():
     assert scenario("s2", d=10, p2=0.4).proportions == (0.6, 0.4)
     with pytest.raises(ValueError, match="unknown name"):
         scenario("s9")
+
+
+def test_spearman_matches_scipy():
+    from iclr25.ridge_bias.digits import _spearman
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(9), rng.standard_normal(9)
+    assert _spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
