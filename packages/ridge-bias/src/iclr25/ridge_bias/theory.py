@@ -80,7 +80,7 @@ def _as_lam(lam: float | Sequence[float] | np.ndarray, name: str = "lam") -> tup
     return arr, scalar
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: identity equality
 class GroupSpec:
     """One group of the Gaussian mixture.
 
@@ -149,7 +149,7 @@ class GroupSpec:
         return np.diag(self.cov) if self.cov.ndim == 1 else self.cov
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: identity equality
 class MixtureSpec:
     """A mixture of ``K`` Gaussian groups and a training-set size (the paper's setting, ``K = 2``).
 
