@@ -50,6 +50,14 @@ def test_config_file_and_rp(tmp_path):
     assert [round(o[0], 4) for o in odd] == [0.0699, 0.0707]  # spec S3 table (seed 0)
 
 
+def test_digits_demo_tiny(tmp_path):
+    p = run("digits-demo", "--splits", "2", "--lam-grid", "0.1", "1", "--p2-values", "0.2", "--no-plot",
+            "--out", str(tmp_path))
+    res = json.loads((tmp_path / "digits.json").read_text())
+    assert len(res["theory"][0]) == 2 and 0.0 <= res["ordering_agreement"] <= 1.0
+    assert p.stdout.strip().splitlines()[-1].startswith("digits: ordering agreement")
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
