@@ -50,6 +50,14 @@ def test_config_file_and_rp(tmp_path):
     assert [round(o[0], 4) for o in odd] == [0.0699, 0.0707]  # spec S3 table (seed 0)
 
 
+def test_p2_and_t_sweeps(tmp_path):
+    run("theory", "--scenario", "s2", "--p2-grid", "0.1", "0.2", "--lam-grid", "0.001", "--no-plot", "--out", str(tmp_path))
+    res = json.loads((tmp_path / "theory.json").read_text())
+    assert res["p2"] == [0.1, 0.2] and round(res["ADD"][1][0], 3) == 1.192  # spec S2 at lam = 1e-3
+    run("theory", "--scenario", "s2", "--model", "gradient_flow", "--t-grid", "1000", "--no-plot", "--out", str(tmp_path))
+    assert round(json.loads((tmp_path / "theory.json").read_text())["ADD"][0], 3) == 1.192  # t = 1/lam
+
+
 def test_digits_demo_tiny(tmp_path):
     p = run("digits-demo", "--splits", "2", "--lam-grid", "0.1", "1", "--p2-values", "0.2", "--no-plot",
             "--out", str(tmp_path))

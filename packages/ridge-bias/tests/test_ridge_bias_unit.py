@@ -141,6 +141,12 @@ def test_three_identical_groups_equal_one():
     np.testing.assert_allclose(three, one, rtol=1e-12)
 
 
+def test_add_undefined_for_identical_groups():
+    g = GroupSpec(np.ones(D), np.ones(D) / np.sqrt(D), 0.1)
+    met = disparity_metrics(MixtureSpec((g, g), (0.5, 0.5), 40), [0.01, 1.0])
+    assert np.all(np.isnan(met["ADD"])) and np.allclose(met["ODD"], 0)
+
+
 def test_disparity_options():
     mix = small()
     base = disparity_metrics(mix, [0.01, 1.0])

@@ -67,8 +67,13 @@ def _mixture(cfg: TheoryConfig):
 
 
 def _grid(cfg: TheoryConfig) -> np.ndarray:
+    """The lambda grid; for gradient flow ``--t-grid`` gives ``lam = 1/t``."""
     from .theory import _as_lam
 
+    if cfg.t_grid:
+        if cfg.model != "gradient_flow":
+            raise ValueError("--t-grid needs --model gradient_flow")
+        return 1.0 / _as_lam(cfg.t_grid, "t_grid")[0]
     return _as_lam(cfg.lam_grid, "lam_grid")[0]
 
 
@@ -88,33 +93,45 @@ def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray, m: int | None = Non
                              add=cfg.add, edd_samples=cfg.edd_samples)
 
 
-def _theory_m_sweep(cfg: TheoryConfig, mix, lam: np.ndarray) -> int:
+def _theory_sweep(cfg: TheoryConfig, mix, lam: np.ndarray, name: str) -> int:
+    """Table/JSON/plot of the metrics over ``m`` (``--m-grid``) or the minority share (``--p2-grid``)."""
     from .plots import plot_curves
+    from .theory import MixtureSpec
 
-    ms = [int(m) for m in cfg.m_grid]
+    if name == "m":
+        vals = [int(m) for m in cfg.m_grid]
+        runs = [(mix, m) for m in vals]
+        xlabel, logx = "m (random features)", True
+    else:
+        vals = [float(p) for p in cfg.p2_grid]
+        bad = [p for p in vals if not 0 < p < 1]
+        if bad:
+            raise ValueError(f"p2_grid: each minority share must be in (0, 1), got {bad}")
+        runs = [(MixtureSpec(mix.groups, (1 - p, p), mix.n), None) for p in vals]
+        xlabel, logx = "p2 (minority share)", False
     t0 = time.perf_counter()
-    mets = [_theory_metrics(cfg, mix, lam, m) for m in ms]
+    mets = [_theory_metrics(cfg, mx, lam, m) for mx, m in runs]
     secs = time.perf_counter() - t0
-    rows = [[m, lam[i], *met["R_joint"][i], met["ODD"][i], met["EDD"][i], met["ADD"][i]]
-            for m, met in zip(ms, mets) for i in range(lam.size)]
-    print(_table(["m", "lam", "R1_joint", "R2_joint", "ODD", "EDD", "ADD"], rows))
+    rows = [[v, lam[i], *met["R_joint"][i], met["ODD"][i], met["EDD"][i], met["ADD"][i]]
+            for v, met in zip(vals, mets) for i in range(lam.size)]
+    print(_table([name, "lam", "R1_joint", "R2_joint", "ODD", "EDD", "ADD"], rows))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    keys = ("R_joint", "R_sep", "ODD", "EDD", "ADD")
+    keys = ("R_joint", "R_sep", "ODD", "EDD", "ADD", "minority_bias")
     (out / "theory.json").write_text(json.dumps({
-        "config": _cfg_dict(cfg), "seconds": secs, "m": ms, "lam": lam.tolist(),
+        "config": _cfg_dict(cfg), "seconds": secs, name: vals, "lam": lam.tolist(),
         **{k: [np.asarray(met[k]).tolist() for met in mets] for k in keys}}, indent=1))
     if cfg.plot:
-        odd = np.array([met["ODD"] for met in mets])  # [M, L]
+        odd = np.array([met["ODD"] for met in mets])  # [V, L]
         add = np.array([met["ADD"] for met in mets])
         plot_curves(out / "theory.png", [
-            dict(x=ms, xlabel="m (random features)", ylabel="ODD", title="disparity vs parameters",
+            dict(x=vals, xlabel=xlabel, ylabel="ODD", title=f"disparity vs {name}", logx=logx,
                  curves=[{"y": odd[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
-            dict(x=ms, xlabel="m (random features)", ylabel="ADD", title="amplification vs parameters",
+            dict(x=vals, xlabel=xlabel, ylabel="ADD", title=f"amplification vs {name}", logx=logx,
                  hline=1.0 if cfg.add == "ratio" else 0.0,
                  curves=[{"y": add[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
         ])
-    print(f"theory: {len(ms)} x {lam.size} grid points in {secs:.2f} s; wrote {out / 'theory.json'}")
+    print(f"theory: {len(vals)} x {lam.size} grid points in {secs:.2f} s; wrote {out / 'theory.json'}")
     return 0
 
 
@@ -124,10 +141,14 @@ def cmd_theory(cfg: TheoryConfig) -> int:
     with _threads(cfg.threads):
         mix = _mixture(cfg)
         lam = _grid(cfg)
+        if cfg.m_grid and cfg.p2_grid:
+            raise ValueError("give --m-grid or --p2-grid, not both")
         if cfg.m_grid:
             if cfg.model != "rp":
                 raise ValueError("--m-grid needs --model rp")
-            return _theory_m_sweep(cfg, mix, lam)
+            return _theory_sweep(cfg, mix, lam, "m")
+        if cfg.p2_grid:
+            return _theory_sweep(cfg, mix, lam, "p2")
         t0 = time.perf_counter()
         met = _theory_metrics(cfg, mix, lam)
         secs = time.perf_counter() - t0

@@ -33,6 +33,10 @@ class TheoryConfig:
     """Ridge penalties of the (1/n)-normalised objective (sklearn alpha = n * lam); each > 0."""
     model: Literal["ridge", "rp", "gradient_flow"] = "ridge"
     """Estimator: ridge, random-projection ridge (needs --m), gradient flow at t = 1/lam."""
+    t_grid: tuple[float, ...] = ()
+    """Training times for model=gradient_flow (replaces --lam-grid with lam = 1/t)."""
+    p2_grid: tuple[float, ...] = ()
+    """Sweep of the minority share p2 (replaces --p2): disparities vs group proportions."""
     m: int | None = None
     """Number of random features for model=rp."""
     m_grid: tuple[int, ...] = ()

@@ -503,7 +503,8 @@ def disparity_metrics(
 
     ``EDD = |R_2(f_hat_2) - R_1(f_hat_1)|`` (separately trained models),
     ``ODD = |R_2(f_hat) - R_1(f_hat)|`` (joint model), ``ADD = ODD / EDD`` (``"ratio"``; ``> 1`` is
-    bias amplification) or ``ODD - EDD`` (``"difference"``).
+    bias amplification; NaN where ``EDD`` vanishes to rounding, e.g. two identical groups) or
+    ``ODD - EDD`` (``"difference"``).
 
     Args:
         mix: a two-group mixture.
@@ -553,8 +554,12 @@ def disparity_metrics(
             sep[:, s] = ridge_risk_theory(sub, lam_arr)[key][:, 0]
     odd = np.abs(joint[:, 1] - joint[:, 0])
     edd = np.abs(sep[:, 1] - sep[:, 0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        addv = odd / edd if add == "ratio" else odd - edd
+    if add == "ratio":  # undefined (NaN) when the separate models' risks coincide (EDD ~ 0)
+        tiny = 1e-10 * np.maximum(np.abs(sep).max(-1), np.abs(joint).max(-1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            addv = np.where(edd > tiny, odd / np.where(edd > tiny, edd, 1.0), np.nan)
+    else:
+        addv = odd - edd
     out = {
         "lam": lam_arr,
         "R_joint": joint,
