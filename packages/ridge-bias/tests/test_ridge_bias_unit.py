@@ -117,6 +117,21 @@ def test_grid_equals_pointwise():
     np.testing.assert_allclose(grid, point, rtol=1e-12)
 
 
+def test_general_path_chunks_the_grid(monkeypatch):
+    from iclr25.ridge_bias import theory as T
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((D, D))
+    w = np.ones(D) / np.sqrt(D)
+    mix = MixtureSpec((GroupSpec(np.eye(D), w, 0.1), GroupSpec(A @ A.T / D, -w, 0.2)), (0.6, 0.4), 50)
+    lam = np.logspace(-3, 1, 7)
+    whole = ridge_risk_theory(mix, lam)
+    monkeypatch.setattr(T, "_FULL_CHUNK_ELEMS", 3 * 2 * D * D)  # 3 grid points per chunk
+    chunked = ridge_risk_theory(mix, lam)
+    np.testing.assert_allclose(chunked.risk, whole.risk, rtol=1e-12)
+    np.testing.assert_allclose(chunked.ddelta, whole.ddelta, rtol=1e-12)
+
+
 def test_fixed_point_solves_its_equation():
     mix = small()
     lam = np.array([1e-8, 1e-3, 10.0])

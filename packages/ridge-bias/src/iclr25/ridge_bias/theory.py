@@ -63,6 +63,7 @@ __all__ = [
 
 _PSD_TOL = 1e-8
 _LAST_ITERS = [0]  # Newton steps of the last fixed-point solve (diagnostics)
+_FULL_CHUNK_ELEMS = 2e7  # general-covariance path: ~160 MB per [L, K, d, d] float64 array
 
 
 def _as_lam(lam: float | Sequence[float] | np.ndarray, name: str = "lam") -> tuple[np.ndarray, bool]:
@@ -452,7 +453,13 @@ def ridge_risk_theory(mix: MixtureSpec, lam: float | Sequence[float] | np.ndarra
         ValueError: ``lam <= 0``.
     """
     lam_arr, scalar = _as_lam(lam)
-    res = _risk_from_prepared(_prepare(mix), lam_arr)
+    prep = _prepare(mix)
+    # general covariances hold several [L, K, d, d] arrays: bound memory by chunking the grid
+    step = lam_arr.size if prep.diag else max(1, int(_FULL_CHUNK_ELEMS // (prep.p.size * mix.d**2)))
+    parts = [_risk_from_prepared(prep, lam_arr[i : i + step]) for i in range(0, lam_arr.size, step)]
+    res = parts[0] if len(parts) == 1 else TheoryResult(
+        *(np.concatenate([getattr(r, k) for r in parts]) for k in parts[0].keys())
+    )
     return res.at(0) if scalar else res
 
 
