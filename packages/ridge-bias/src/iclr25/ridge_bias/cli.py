@@ -1,0 +1,287 @@
+"""Console script ``iclr25-ridge-bias``: ``theory``, ``simulate``, ``digits-demo``, ``reproduce``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from iclr25.core.config import Command, run_cli
+
+from ._version import __version__
+from .config import DigitsConfig, ReproduceConfig, SimulateConfig, TheoryConfig
+
+log = logging.getLogger("iclr25.ridge_bias")
+
+
+def _threads(n: int):
+    from threadpoolctl import threadpool_limits
+
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    return threadpool_limits(limits=n)
+
+
+def load_mixture_file(path: Path, n: float | None = None, p2: float | None = None):
+    """Read a two-group mixture from an ``.npz`` (see :class:`.config.TheoryConfig.mixture_file`).
+
+    Raises:
+        ValueError: a missing file or array, naming it.
+    """
+    from .theory import GroupSpec, MixtureSpec
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"mixture_file: {p} does not exist")
+    with np.load(p) as z:
+        missing = [k for k in ("cov1", "cov2", "teacher1", "teacher2") if k not in z]
+        if missing:
+            raise ValueError(f"mixture_file {p}: missing array(s) {missing}; needs cov1, cov2, teacher1, teacher2")
+        noise = z["noise_var"] if "noise_var" in z else np.zeros(2)
+        props = z["proportions"] if "proportions" in z else np.array([0.5, 0.5])
+        nn = float(z["n"]) if "n" in z else None
+        g = (GroupSpec(z["cov1"], z["teacher1"], float(noise[0])), GroupSpec(z["cov2"], z["teacher2"], float(noise[1])))
+    if p2 is not None:
+        props = np.array([1 - p2, p2])
+    n = n if n is not None else (nn if nn is not None else 2.0 * g[0].dim)
+    return MixtureSpec(g, tuple(props), n)
+
+
+def _mixture(cfg: TheoryConfig):
+    from .scenarios import scenario
+
+    if cfg.mixture_file is not None:
+        return load_mixture_file(cfg.mixture_file, cfg.n, cfg.p2)
+    n = None if cfg.n is None else int(round(cfg.n))
+    mix = scenario(cfg.scenario, cfg.d, n, p2=cfg.p2)
+    if cfg.n is not None and float(cfg.n) != mix.n:
+        from .theory import MixtureSpec
+
+        mix = MixtureSpec(mix.groups, mix.proportions, float(cfg.n))
+    return mix
+
+
+def _grid(cfg: TheoryConfig) -> np.ndarray:
+    """The lambda grid; for gradient flow ``--t-grid`` gives ``lam = 1/t``."""
+    from .theory import _as_lam
+
+    if cfg.t_grid:
+        if cfg.model != "gradient_flow":
+            raise ValueError("--t-grid needs --model gradient_flow")
+        return 1.0 / _as_lam(cfg.t_grid, "t_grid")[0]
+    return _as_lam(cfg.lam_grid, "lam_grid")[0]
+
+
+def _table(header: list[str], rows: list[list[float]]) -> str:
+    lines = ["  ".join(f"{h:>11}" for h in header)]
+    lines += ["  ".join(f"{v:>11.5g}" for v in r) for r in rows]
+    return "\n".join(lines)
+
+
+def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray, m: int | None = None) -> dict:
+    from .theory import disparity_metrics
+
+    m = cfg.m if m is None else m
+    if cfg.model == "rp" and m is None:
+        raise ValueError("model=rp needs --m (the number of random features) or --m-grid")
+    return disparity_metrics(mix, lam, model=cfg.model, m=m, seed=cfg.seed, draws=cfg.draws, risk=cfg.risk,
+                             add=cfg.add, edd_samples=cfg.edd_samples)
+
+
+def _theory_sweep(cfg: TheoryConfig, mix, lam: np.ndarray, name: str) -> int:
+    """Table/JSON/plot of the metrics over ``m`` (``--m-grid``) or the minority share (``--p2-grid``)."""
+    from .plots import plot_curves
+    from .theory import MixtureSpec
+
+    if name == "m":
+        vals = [int(m) for m in cfg.m_grid]
+        runs = [(mix, m) for m in vals]
+        xlabel, logx = "m (random features)", True
+    else:
+        vals = [float(p) for p in cfg.p2_grid]
+        bad = [p for p in vals if not 0 < p < 1]
+        if bad:
+            raise ValueError(f"p2_grid: each minority share must be in (0, 1), got {bad}")
+        runs = [(MixtureSpec(mix.groups, (1 - p, p), mix.n), None) for p in vals]
+        xlabel, logx = "p2 (minority share)", False
+    t0 = time.perf_counter()
+    mets = [_theory_metrics(cfg, mx, lam, m) for mx, m in runs]
+    secs = time.perf_counter() - t0
+    rows = [[v, lam[i], *met["R_joint"][i], met["ODD"][i], met["EDD"][i], met["ADD"][i]]
+            for v, met in zip(vals, mets) for i in range(lam.size)]
+    print(_table([name, "lam", "R1_joint", "R2_joint", "ODD", "EDD", "ADD"], rows))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = ("R_joint", "R_sep", "ODD", "EDD", "ADD", "minority_bias")
+    (out / "theory.json").write_text(json.dumps({
+        "config": _cfg_dict(cfg), "seconds": secs, name: vals, "lam": lam.tolist(),
+        **{k: [np.asarray(met[k]).tolist() for met in mets] for k in keys}}, indent=1))
+    if cfg.plot:
+        odd = np.array([met["ODD"] for met in mets])  # [V, L]
+        add = np.array([met["ADD"] for met in mets])
+        plot_curves(out / "theory.png", [
+            dict(x=vals, xlabel=xlabel, ylabel="ODD", title=f"disparity vs {name}", logx=logx,
+                 curves=[{"y": odd[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
+            dict(x=vals, xlabel=xlabel, ylabel="ADD", title=f"amplification vs {name}", logx=logx,
+                 hline=1.0 if cfg.add == "ratio" else 0.0,
+                 curves=[{"y": add[:, i], "label": f"lam={lam[i]:g}"} for i in range(lam.size)]),
+        ])
+    print(f"theory: {len(vals)} x {lam.size} grid points in {secs:.2f} s; wrote {out / 'theory.json'}")
+    return 0
+
+
+def cmd_theory(cfg: TheoryConfig) -> int:
+    from .plots import plot_curves
+
+    with _threads(cfg.threads):
+        mix = _mixture(cfg)
+        lam = _grid(cfg)
+        if cfg.m_grid and cfg.p2_grid:
+            raise ValueError("give --m-grid or --p2-grid, not both")
+        if cfg.m_grid:
+            if cfg.model != "rp":
+                raise ValueError("--m-grid needs --model rp")
+            return _theory_sweep(cfg, mix, lam, "m")
+        if cfg.p2_grid:
+            return _theory_sweep(cfg, mix, lam, "p2")
+        t0 = time.perf_counter()
+        met = _theory_metrics(cfg, mix, lam)
+        secs = time.perf_counter() - t0
+    xname = "t" if cfg.model == "gradient_flow" else "lam"
+    x = 1.0 / lam if cfg.model == "gradient_flow" else lam
+    print(_table([xname, "R1_joint", "R2_joint", "R1_sep", "R2_sep", "ODD", "EDD", "ADD"],
+                 [[x[i], *met["R_joint"][i], *met["R_sep"][i], met["ODD"][i], met["EDD"][i], met["ADD"][i]]
+                  for i in range(lam.size)]))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "theory.json").write_text(json.dumps({"config": _cfg_dict(cfg), "seconds": secs,
+                                                 **{k: np.asarray(v).tolist() for k, v in met.items()}}, indent=1))
+    if cfg.plot:
+        plot_curves(out / "theory.png", [
+            dict(x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: group risks",
+                 curves=[{"y": met["R_joint"][:, k], "label": f"R{k + 1} joint"} for k in range(2)]
+                 + [{"y": met["R_sep"][:, k], "label": f"R{k + 1} separate"} for k in range(2)]),
+            dict(x=x, xlabel=xname, ylabel="ADD", title="amplification", hline=1.0 if cfg.add == "ratio" else 0.0,
+                 curves=[{"y": met["ADD"], "label": f"ADD ({cfg.add})"}]),
+        ])
+    print(f"theory: {lam.size} grid points in {secs * 1e3:.1f} ms; wrote {out / 'theory.json'}")
+    return 0
+
+
+def cmd_simulate(cfg: SimulateConfig) -> int:
+    from .plots import plot_curves
+    from .simulate import simulate_gradient_flow, simulate_ridge, simulate_rp
+
+    with _threads(cfg.threads):
+        mix = _mixture(cfg)
+        lam = _grid(cfg)
+        met = _theory_metrics(cfg, mix, lam)
+        t0 = time.perf_counter()
+        if cfg.model == "ridge":
+            mc = simulate_ridge(mix, lam, cfg.seeds, seed=cfg.mc_seed, progress=cfg.progress)
+        elif cfg.model == "rp":
+            mc = simulate_rp(mix, lam, cfg.m, cfg.seeds, seed=cfg.mc_seed, proj_seed=cfg.seed, progress=cfg.progress)
+        else:
+            mc = simulate_gradient_flow(mix, 1.0 / lam, cfg.seeds, seed=cfg.mc_seed, progress=cfg.progress)
+        secs = time.perf_counter() - t0
+    key = "noisy_risk_mean" if cfg.risk == "noisy" else "risk_mean"
+    mcr, sem = mc[key], mc["risk_sem"]
+    x = 1.0 / lam if cfg.model == "gradient_flow" else lam
+    xname = "t" if cfg.model == "gradient_flow" else "lam"
+    print(_table([xname, "R1_theory", "R1_MC", "R1_sem", "R2_theory", "R2_MC", "R2_sem"],
+                 [[x[i], met["R_joint"][i, 0], mcr[i, 0], sem[i, 0], met["R_joint"][i, 1], mcr[i, 1], sem[i, 1]]
+                  for i in range(lam.size)]))
+    rel = float(np.mean(np.abs(mcr / met["R_joint"] - 1)))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "simulate.json").write_text(json.dumps({
+        "config": _cfg_dict(cfg), "seconds": secs, "mean_rel_err": rel, "lam": lam.tolist(),
+        "theory": met["R_joint"].tolist(), "mc_mean": mcr.tolist(), "mc_sem": sem.tolist(),
+        "mc_sep_mean": mc["sep_mean"].tolist(), "theory_sep": met["R_sep"].tolist()}, indent=1))
+    if cfg.plot:
+        plot_curves(out / "simulate.png", [dict(
+            x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: theory vs MC ({cfg.seeds} seeds)",
+            curves=[{"y": met["R_joint"][:, k], "label": f"theory R{k + 1}"} for k in range(2)],
+            points=[{"x": x, "y": mcr[:, k], "err": sem[:, k], "label": f"MC R{k + 1}"} for k in range(2)])])
+    print(f"simulate: {cfg.seeds} draws in {secs:.1f} s; mean |MC/theory - 1| = {rel:.4f}; wrote {out / 'simulate.json'}")
+    return 0
+
+
+def cmd_digits(cfg: DigitsConfig) -> int:
+    from .digits import digits_experiment
+    from .plots import plot_curves
+
+    with _threads(cfg.threads):
+        res = digits_experiment(cfg.lam_grid, cfg.p2_values, cfg.n_train, cfg.splits, cfg.seed)
+    lam = res["lam"]
+    for j, p2 in enumerate(res["p2"]):
+        print(f"p2 = {p2:g}")
+        print(_table(["lam", "R1_theory", "R1_ridge", "R2_theory", "R2_ridge"],
+                     [[lam[i], res["theory"][j, i, 0], res["empirical"][j, i, 0], res["theory"][j, i, 1],
+                       res["empirical"][j, i, 1]] for i in range(lam.size)]))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "digits.json").write_text(json.dumps({k: np.asarray(v).tolist() for k, v in res.items()}, indent=1))
+    if cfg.plot:
+        plot_curves(out / "digits.png", [dict(
+            x=lam, xlabel="lambda", ylabel="test MSE", title=f"p2={p2:g}",
+            curves=[{"y": res["theory"][j, :, k], "label": f"theory g{k + 1}"} for k in range(2)],
+            points=[{"x": lam, "y": res["empirical"][j, :, k], "err": res["empirical_sem"][j, :, k],
+                     "label": f"ridge g{k + 1}"} for k in range(2)]) for j, p2 in enumerate(res["p2"])])
+    print(f"digits: ordering agreement {res['ordering_agreement']:.2f}; wrote {out / 'digits.json'}")
+    return 0
+
+
+def cmd_reproduce(cfg: ReproduceConfig) -> int:
+    from iclr25.core.registry import run_reproduction
+    from iclr25.core.results import claims_table
+
+    from .reproduce import reproduce
+
+    if cfg.threads < 1:
+        raise ValueError(f"threads must be >= 1, got {cfg.threads}")
+    os.environ["ICLR25_RIDGE_BIAS_THREADS"] = str(cfg.threads)
+    report = run_reproduction("ridge-bias", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
+    print(claims_table(report.claims))
+    held = sum(c.holds for c in report.claims)
+    print(f"ridge-bias: {held}/{len(report.claims)} claims hold in {report.seconds:.1f} s; wrote {Path(cfg.out) / 'results.json'}")
+    return 0
+
+
+def _cfg_dict(cfg) -> dict:
+    from dataclasses import asdict
+
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+
+
+def _guard(fn):
+    def run(cfg):
+        try:
+            return fn(cfg)
+        except ValueError as e:  # bad input: one line, no traceback
+            print(f"iclr25-ridge-bias: error: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``iclr25-ridge-bias``; returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return run_cli(
+        "iclr25-ridge-bias",
+        "An Effective Theory of Bias Amplification (ICLR 2025): group-wise test errors and ODD/EDD/ADD "
+        "of ridge, random-projection ridge and gradient flow, theory vs Monte-Carlo.",
+        {
+            "theory": Command(TheoryConfig, _guard(cmd_theory), "theory curves (group risks, ODD/EDD/ADD) over a lambda grid"),
+            "simulate": Command(SimulateConfig, _guard(cmd_simulate), "Monte-Carlo group risks next to the theory"),
+            "digits-demo": Command(DigitsConfig, _guard(cmd_digits), "colored-digits: theory vs fitted ridge"),
+            "reproduce": Command(ReproduceConfig, _guard(cmd_reproduce), "reproduce the paper's claims (--quick: < 1 min)"),
+        },
+        argv,
+    )

@@ -1,0 +1,411 @@
+"""Reproduction of the paper's qualitative claims (i)-(v) on the spec's scenarios.
+
+``reproduce(quick, out_dir)`` returns the claims
+
+* ``theory_matches_simulation`` -- (i) mean relative error of theory vs Monte-Carlo group risks
+  (joint ridge on S1, S2, A, B, C and random-projection ridge on S1 with ``m = d/2, 3d/2``) at
+  ``d = 200`` <= 3% (full run: also ``d = 800`` <= 1.5%);
+* ``s1/amplification_only_with_strong_lambda`` -- ADD > 1 only at strong regularisation (S1);
+* ``s2/amplification_min_at_intermediate_lambda`` -- (ii) ADD amplified at both ends of the
+  ``lam`` grid, smallest at an intermediate ``lam`` (S2);
+* ``s3/gap_persists_with_parameterization`` -- (iii) the random-projection ODD at ``m = 16 d``
+  stays at the classical-ridge value instead of vanishing (S3);
+* ``s3/peak_near_interpolation`` -- (iv) the ODD peaks at the interpolation threshold
+  ``n = min(m, d)`` (S3, sample-size sweep at ``m = d/2`` and ``m = 2d``);
+* ``digits/theory_tracks_empirical_ordering`` -- (v) on colored digits the theory orders the two
+  groups' test errors as the fitted ridge does;
+
+and writes ``details.json``, ``performance.json`` (theory vs Monte-Carlo time at matched
+accuracy) and PNG plots into ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from iclr25.core.results import Claim
+
+from .digits import digits_experiment
+from .plots import plot_curves
+from .random_projections import projected_mixture, projection_matrix, rp_risk_theory
+from .scenarios import scenario
+from .simulate import simulate_gradient_flow, simulate_ridge, simulate_rp
+from .theory import (
+    MixtureSpec,
+    disparity_metrics,
+    gradient_flow_risk_theory,
+    ridge_risk_theory,
+    separate_risk_theory,
+)
+
+__all__ = ["reproduce", "SPEC_LAMBDAS", "S3_M_FACTORS"]
+
+log = logging.getLogger("iclr25.ridge_bias")
+
+SPEC_LAMBDAS = (1e-3, 1e-2, 0.1, 0.3, 1.0, 3.0)
+"""The spec's ``lam`` grid for the S1/S2 ADD tables."""
+S3_M_FACTORS = (0.25, 0.5, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0)
+"""``m / d`` of the spec's S3 table (m = 25 ... 1600 at d = 100)."""
+MATCHED_ACCURACY = 0.01
+"""Relative precision at which Monte-Carlo is timed against the theory (the theory's own
+finite-size accuracy at d = 200 is about 1%)."""
+
+
+def _settings(quick: bool) -> dict:
+    if quick:
+        return dict(val_lam=np.logspace(-3, 1, 5), val_seeds=(30,), val_dims=(200,), s3_draws=3,
+                    digits_lam=np.logspace(-3, 1, 5), digits_splits=10, digits_p2=(0.5, 0.2), gf_seeds=10)
+    return dict(val_lam=np.logspace(-3, 1, 9), val_seeds=(40, 20), val_dims=(200, 800), s3_draws=10,
+                digits_lam=np.logspace(-3, 1, 9), digits_splits=20, digits_p2=(0.5, 0.2, 0.1), gf_seeds=20)
+
+
+# ----------------------------------------------------------------------------------------------
+# (i) theory vs Monte-Carlo
+
+
+def _validation(d: int, lam: np.ndarray, seeds: int, separate: bool = True) -> dict:
+    """Theory and MC group risks for the validation configurations at dimension ``d`` (``separate``:
+    also fit the per-group models, used for the timing of a complete EDD/ODD/ADD evaluation)."""
+    rows = {}
+    t_theory = 0.0
+    t_mc = 0.0
+    for name in ("s1", "s2", "A", "B", "C"):
+        mix = scenario(name, d=d, n=2 * d)
+        t0 = time.perf_counter()
+        th = ridge_risk_theory(mix, lam).risk
+        th_sep = separate_risk_theory(mix, lam)
+        t_theory += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        mc = simulate_ridge(mix, lam, seeds, seed=d, separate=separate)
+        t_mc += time.perf_counter() - t0
+        rows[name] = dict(theory=th, theory_sep=th_sep, mc=mc)
+    mix = scenario("s1", d=d, n=2 * d)
+    for m in (d // 2, 3 * d // 2):
+        t0 = time.perf_counter()
+        th = rp_risk_theory(mix, lam, m=m, seed=0).risk
+        t_rp = time.perf_counter() - t0
+        mc = simulate_rp(mix, lam, m, seeds, seed=d + 1, proj_seed=0, separate=False)
+        rows[f"s1_rp_m{m}"] = dict(theory=th, mc=mc, t_theory=t_rp)
+    rel = np.concatenate([np.abs(r["mc"]["risk_mean"] / r["theory"] - 1).ravel() for r in rows.values()])
+    z = np.concatenate(
+        [(np.abs(r["mc"]["risk_mean"] - r["theory"]) / r["mc"]["risk_sem"]).ravel() for r in rows.values()]
+    )
+    per_seed_rel_std = np.concatenate(
+        [(r["mc"]["risk"].std(0, ddof=1) / r["theory"]).ravel() for k, r in rows.items() if "rp" not in k]
+    )
+    seeds_needed = int(np.ceil(np.max(per_seed_rel_std / MATCHED_ACCURACY) ** 2))
+    t_per_seed = t_mc / seeds
+    return dict(
+        d=d,
+        seeds=seeds,
+        rows=rows,
+        mean_rel_err=float(rel.mean()),
+        max_z=float(z.max()),
+        per_config={k: float(np.abs(r["mc"]["risk_mean"] / r["theory"] - 1).mean()) for k, r in rows.items()},
+        perf=dict(
+            d=d,
+            grid_points=int(lam.size),
+            configs=5,
+            theory_seconds=t_theory,
+            mc_seconds_per_seed=t_per_seed,
+            matched_relative_precision=MATCHED_ACCURACY,
+            mc_seeds_needed=seeds_needed,
+            mc_seconds_needed=seeds_needed * t_per_seed,
+            speedup=seeds_needed * t_per_seed / max(t_theory, 1e-9),
+        ),
+    )
+
+
+def _plot_validation(val: dict, lam: np.ndarray, out: Path) -> None:
+    panels = []
+    for name in ("s1", "s2", "C"):
+        r = val["rows"][name]
+        panels.append(dict(
+            x=lam, xlabel="lambda", ylabel="excess group risk", title=f"{name} (d={val['d']})",
+            curves=[{"y": r["theory"][:, k], "label": f"theory R{k + 1}(joint)"} for k in range(2)],
+            points=[{"x": lam, "y": r["mc"]["risk_mean"][:, k], "err": r["mc"]["risk_sem"][:, k],
+                     "label": f"MC R{k + 1}"} for k in range(2)],
+        ))
+    plot_curves(out / f"theory_vs_mc_d{val['d']}.png", panels, title="Theory (lines) vs Monte-Carlo (points, ±1 s.e.)")
+
+
+# ----------------------------------------------------------------------------------------------
+# (ii) S1/S2 ADD over lambda
+
+
+def _s1_s2(out: Path) -> tuple[list[Claim], dict]:
+    lam = np.asarray(SPEC_LAMBDAS)
+    fine = np.logspace(-3, 1, 41)
+    s1 = disparity_metrics(scenario("s1"), lam)
+    s2 = disparity_metrics(scenario("s2"), lam)
+    s1f = disparity_metrics(scenario("s1"), fine)
+    s2f = disparity_metrics(scenario("s2"), fine)
+    add1, add2 = s1["ADD"], s2["ADD"]
+    strong, weak = lam >= 1.0, lam <= 0.3
+    margin1 = min(float(add1[strong].min() - 1.0), float(1.0 - add1[weak].max()))
+    crossing = float(fine[np.argmax(s1f["ADD"] > 1.0)]) if np.any(s1f["ADD"] > 1.0) else float("nan")
+    ends = float(min(add2[0], add2[-1]))
+    interior = float(add2[1:-1].min())
+    argmin_fine = float(fine[np.argmin(s2f["ADD"])])
+    fmt = lambda a: ", ".join(f"{v:.3f}" for v in a)  # noqa: E731
+    claims = [
+        Claim(
+            name="s1/amplification_only_with_strong_lambda",
+            metric="min(min_{lam>=1} ADD - 1, 1 - max_{lam<=0.3} ADD), S1 theory (d=400, n=800)",
+            ours=margin1,
+            threshold=0.0,
+            higher_is_better=True,
+            paper="bias amplification (ADD>1) appears only with strong regularisation [paper figs; spec S1: "
+            "ADD = 0.106, 0.296, 0.514, 0.766, 1.191, 1.323]",
+            note=f"ADD(lam) at lam = {fmt(lam)}: {fmt(add1)}; ADD crosses 1 at lam ~ {crossing:.3g} (fine grid).",
+        ),
+        Claim(
+            name="s2/amplification_min_at_intermediate_lambda",
+            metric="min(ADD(lam_min), ADD(lam_max)) vs the smallest interior ADD, S2 theory (d=400, n=800)",
+            ours=ends,
+            baseline=interior,
+            threshold=1.0,
+            higher_is_better=True,
+            paper="an optimal lam minimises bias amplification [paper claim (ii); spec S2: ADD = 1.192, 1.138, "
+            "0.964, 0.899, 0.899, 1.053]",
+            note=f"ADD(lam) at lam = {fmt(lam)}: {fmt(add2)}; ADD minimal at lam ~ {argmin_fine:.3g} on a "
+            f"41-point grid (min {float(s2f['ADD'].min()):.3f}); amplified (ADD>1) at both ends.",
+        ),
+    ]
+    plot_curves(out / "s1_s2_add.png", [
+        dict(x=fine, xlabel="lambda", ylabel="ADD = ODD/EDD", title="S1 (difficulty via covariance)", hline=1.0,
+             curves=[{"y": s1f["ADD"], "label": "theory"}],
+             points=[{"x": lam, "y": add1, "label": "spec grid"}]),
+        dict(x=fine, xlabel="lambda", ylabel="ADD = ODD/EDD", title="S2 (concept shift, p2=0.2)", hline=1.0,
+             curves=[{"y": s2f["ADD"], "label": "theory"}],
+             points=[{"x": lam, "y": add2, "label": "spec grid"}]),
+        dict(x=fine, xlabel="lambda", ylabel="excess risk", title="S2 group risks",
+             curves=[{"y": s2f["R_joint"][:, 0], "label": "R1 joint"}, {"y": s2f["R_joint"][:, 1], "label": "R2 joint"},
+                     {"y": s2f["R_sep"][:, 0], "label": "R1 separate"}, {"y": s2f["R_sep"][:, 1], "label": "R2 separate"}],
+             logy=True),
+    ])
+    details = {"lam": lam, "s1": {k: s1[k] for k in ("ADD", "ODD", "EDD", "R_joint", "R_sep")},
+               "s2": {k: s2[k] for k in ("ADD", "ODD", "EDD", "R_joint", "R_sep")}}
+    return claims, details
+
+
+# ----------------------------------------------------------------------------------------------
+# (iii, iv) S3 random projections
+
+
+def _s3(out: Path, draws: int) -> tuple[list[Claim], dict]:
+    mix = scenario("s3")
+    d, n, lam = mix.d, int(mix.n), 1e-3
+    ms = [int(round(f * d)) for f in S3_M_FACTORS]
+    ridge = ridge_risk_theory(mix, lam).risk
+    odd_ridge = float(abs(ridge[1] - ridge[0]))
+    odd = np.empty((draws, len(ms)))
+    for j, m in enumerate(ms):
+        for s in range(draws):
+            r = rp_risk_theory(mix, lam, m=m, seed=s).risk
+            odd[s, j] = abs(r[1] - r[0])
+    ratio = float(odd[:, -1].mean() / odd_ridge)
+    # sample-size sweep: the ODD peaks where the number of samples reaches the feature rank min(m, d)
+    ns = np.unique(np.round(np.geomspace(d / 5, 8 * d, 97)))
+    peaks, curves = {}, []
+    for m in (d // 2, 2 * d):
+        mz, rho = projected_mixture(mix, projection_matrix(m, d, 0))
+        o = np.array([abs(np.diff(ridge_risk_theory(MixtureSpec(mz.groups, mz.proportions, nn), lam).risk + rho)[0])
+                      for nn in ns])
+        peaks[m] = float(ns[np.argmax(o)])
+        curves.append({"y": o, "label": f"RP m={m}"})
+    dev = max(abs(peaks[m] / min(m, d) - 1.0) for m in peaks)
+    fmt = lambda a: ", ".join(f"{v:.4g}" for v in a)  # noqa: E731
+    claims = [
+        Claim(
+            name="s3/gap_persists_with_parameterization",
+            metric=f"ODD(m={ms[-1]}) / ODD(classical ridge), RP theory, S3 (d={d}, n={n}, lam=1e-3), mean of {draws} S draws",
+            ours=ratio,
+            threshold=0.9,
+            higher_is_better=True,
+            paper="minority-group disparities do not vanish with more parameters [paper claim (iii); spec S3: "
+            "ODD(m) -> 0.0703]",
+            note=f"ODD(m) for m = {ms}: {fmt(odd.mean(0))} (mean of {draws} S draws); classical ridge "
+            f"ODD = {odd_ridge:.4f}. The values at m < d depend on the S draw (spec's single draw: 0.929, 0.827, "
+            f"0.184 at m = 25, 50, 100).",
+        ),
+        Claim(
+            name="s3/peak_near_interpolation",
+            metric="max over m in {d/2, 2d} of abs(n_peak / min(m, d) - 1), ODD vs sample size n, RP theory (S3, lam=1e-3)",
+            ours=float(dev),
+            threshold=0.2,
+            higher_is_better=False,
+            paper="phase-transition-like behaviour near interpolation thresholds (m ~ n, d ~ n, m ~ d) [paper claim (iv)]",
+            note=f"ODD(n) peaks at n = {peaks[d // 2]:.0f} for m = {d // 2} (threshold m = n) and at n = "
+            f"{peaks[2 * d]:.0f} for m = {2 * d} (threshold d = n); in the m-sweep at n = {n} the ODD drops "
+            f"steeply until m ~ d and is flat beyond (kink at m = d, see s3_rp.png).",
+        ),
+    ]
+    plot_curves(out / "s3_rp.png", [
+        dict(x=np.asarray(ms), xlabel="m (random features)", ylabel="ODD", title=f"S3: ODD vs m (d={d}, n={n})",
+             hline=odd_ridge, curves=[{"y": odd.mean(0), "label": "RP theory (mean over S)"}],
+             points=[{"x": np.asarray(ms), "y": odd.mean(0), "err": odd.std(0), "label": "±1 sd over S"}]),
+        dict(x=ns, xlabel="n (samples)", ylabel="ODD", title="S3: ODD vs n (peaks at n = min(m, d))",
+             curves=curves, logy=True),
+    ])
+    details = {"m": ms, "odd_mean": odd.mean(0), "odd_sd": odd.std(0), "odd_ridge": odd_ridge, "n_peaks": peaks}
+    return claims, details
+
+
+# ----------------------------------------------------------------------------------------------
+# baseline: gradient flow at t = 1/lam
+
+
+def _gradient_flow(out: Path, seeds: int) -> dict:
+    mix = scenario("s2", d=200, n=400)
+    t = np.logspace(-1, 3, 9)
+    th = gradient_flow_risk_theory(mix, t).risk
+    ridge_mc = simulate_ridge(mix, 1.0 / t, seeds, seed=7, separate=False)
+    gf_mc = simulate_gradient_flow(mix, t, seeds, seed=7, separate=False)
+    plot_curves(out / "gradient_flow.png", [
+        dict(x=t, xlabel="training time t (= 1/lambda)", ylabel="excess group risk", title="S2 (d=200): gradient flow vs ridge",
+             curves=[{"y": th[:, k], "label": f"ridge theory R{k + 1} at lam=1/t"} for k in range(2)],
+             points=[{"x": t, "y": gf_mc["risk_mean"][:, k], "err": gf_mc["risk_sem"][:, k],
+                      "label": f"gradient flow MC R{k + 1}"} for k in range(2)]),
+    ])
+    return {"t": t, "theory_lam_1_over_t": th, "gradient_flow_mc": gf_mc["risk_mean"],
+            "ridge_mc": ridge_mc["risk_mean"],
+            "max_rel_gap_gf_vs_proxy": float(np.max(np.abs(gf_mc["risk_mean"] / th - 1)))}
+
+
+# ----------------------------------------------------------------------------------------------
+# digits
+
+
+def _digits(out: Path, lam: np.ndarray, splits: int, p2s: tuple) -> tuple[list[Claim], dict]:
+    res = digits_experiment(lam, p2s, n_train=600, splits=splits, seed=0)
+    claim = Claim(
+        name="digits/theory_tracks_empirical_ordering",
+        metric="fraction of (p2, lam) points where theory and fitted ridge agree on the sign of R2 - R1 "
+        "(colored digits, noisy test MSE)",
+        ours=res["ordering_agreement"],
+        threshold=0.8,
+        higher_is_better=True,
+        paper="theory agrees with empirical observations on Colored MNIST [paper claim (v)]",
+        note=f"substitute data: sklearn digits coloured (1,.5,0)/(.5,1,0), p2 in {list(p2s)}, n_train=600, {splits} "
+        f"splits; Spearman rank correlation of ODD(lam) theory vs empirical per p2: "
+        f"{', '.join(f'{v:.2f}' for v in res['odd_trend_spearman'])}.",
+    )
+    panels = []
+    for j, p2 in enumerate(res["p2"]):
+        panels.append(dict(
+            x=lam, xlabel="lambda", ylabel="test MSE (noisy labels)", title=f"colored digits, p2={p2:g}",
+            curves=[{"y": res["theory"][j, :, k], "label": f"theory group {k + 1}"} for k in range(2)],
+            points=[{"x": lam, "y": res["empirical"][j, :, k], "err": res["empirical_sem"][j, :, k],
+                     "label": f"ridge group {k + 1}"} for k in range(2)],
+        ))
+    plot_curves(out / "digits.png", panels, title="Colored digits: theory (lines) vs fitted ridge (points)")
+    return [claim], res
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return o
+
+
+def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
+    """Run the reproduction (module docstring) and return its claims.
+
+    Args:
+        quick: CPU-scale quick mode (``d = 200`` validation with 30 seeds and 5 ``lam``; under a
+            minute on 2 cores) instead of the full run (``d = 200`` and ``800``, 9 ``lam``).
+        out_dir: folder for ``details.json``, ``performance.json`` and PNG plots (created).
+
+    BLAS threads are limited to ``ICLR25_RIDGE_BIAS_THREADS`` (default 1: the matrices are small
+    and oversubscribed OpenBLAS threads are orders of magnitude slower on shared machines).
+    """
+    from threadpoolctl import threadpool_limits
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = int(os.environ.get("ICLR25_RIDGE_BIAS_THREADS", "1"))
+    cfg = _settings(quick)
+    timings: dict[str, float] = {}
+    with threadpool_limits(limits=threads):
+        t0 = time.perf_counter()
+        vals = [_validation(d, cfg["val_lam"], k, separate=i == 0)
+                for i, (d, k) in enumerate(zip(cfg["val_dims"], cfg["val_seeds"]))]
+        for v in vals:
+            _plot_validation(v, cfg["val_lam"], out)
+        timings["validation"] = time.perf_counter() - t0
+        err = [v["mean_rel_err"] for v in vals]
+        dims = [v["d"] for v in vals]
+        if len(vals) == 1:
+            ours, metric = err[0], f"mean abs(MC/theory - 1) of group risks at d={dims[0]}"
+        else:  # full: d=200 must be <= 3% and d=800 <= 1.5%, i.e. 2 x err(800) <= 3%
+            ours = max(err[0], 2.0 * err[1])
+            metric = f"max(mean abs(MC/theory - 1) at d={dims[0]}, 2 x the same at d={dims[1]})"
+        perf = vals[0]["perf"]
+        claims = [
+            Claim(
+                name="theory_matches_simulation",
+                metric=metric,
+                ours=ours,
+                threshold=0.03,
+                higher_is_better=False,
+                paper="theory curves match simulations [paper claim (i)]; spec: <= 3% at d=200, <= 1.5% at d=800",
+                note="; ".join(
+                    f"d={v['d']}: mean rel. err {v['mean_rel_err']:.4f}, max |z| {v['max_z']:.2f} over "
+                    f"{sum(r['theory'].size for r in v['rows'].values())} points ({v['seeds']} seeds)"
+                    for v in vals
+                )
+                + f". Theory is {perf['speedup']:.0f}x faster than Monte-Carlo at matched {MATCHED_ACCURACY:.0%} "
+                f"relative precision ({perf['mc_seeds_needed']} seeds needed; performance.json).",
+            )
+        ]
+        t0 = time.perf_counter()
+        c, s12 = _s1_s2(out)
+        claims += c
+        c, s3 = _s3(out, cfg["s3_draws"])
+        claims += c
+        timings["synthetic"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        gf = _gradient_flow(out, cfg["gf_seeds"])
+        timings["gradient_flow"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        c, dig = _digits(out, cfg["digits_lam"], cfg["digits_splits"], cfg["digits_p2"])
+        claims += c
+        timings["digits"] = time.perf_counter() - t0
+    details = {
+        "quick": quick,
+        "timings_s": timings,
+        "validation": [
+            {"d": v["d"], "lam": cfg["val_lam"], "mean_rel_err": v["mean_rel_err"], "max_z": v["max_z"],
+             "per_config": v["per_config"],
+             "theory": {k: r["theory"] for k, r in v["rows"].items()},
+             "mc_mean": {k: r["mc"]["risk_mean"] for k, r in v["rows"].items()},
+             "mc_sem": {k: r["mc"]["risk_sem"] for k, r in v["rows"].items()}}
+            for v in vals
+        ],
+        "s1_s2": s12,
+        "s3": s3,
+        "gradient_flow": gf,
+        "digits": {k: dig[k] for k in ("lam", "p2", "theory", "empirical", "empirical_sem",
+                                       "ordering_agreement", "odd_trend_spearman")},
+    }
+    (out / "details.json").write_text(json.dumps(_jsonable(details), indent=1) + "\n", encoding="utf-8")
+    (out / "performance.json").write_text(
+        json.dumps(_jsonable([v["perf"] for v in vals]), indent=1) + "\n", encoding="utf-8"
+    )
+    log.info("ridge-bias reproduce timings: %s", {k: round(v, 2) for k, v in timings.items()})
+    return claims

@@ -1,0 +1,80 @@
+"""CLI as a subprocess: --help, tiny theory/simulate runs, bad input exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def run(*args, check=True):
+    p = subprocess.run([sys.executable, "-m", "iclr25.ridge_bias", *args], capture_output=True, text=True,
+                       env=ENV, timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_help_lists_subcommands():
+    out = run("--help").stdout
+    for sub in ("theory", "simulate", "digits-demo", "reproduce"):
+        assert sub in out
+    assert "--lam-grid" in run("theory", "--help").stdout
+    assert "--quick" in run("reproduce", "--help").stdout
+
+
+def test_theory_and_simulate_tiny(tmp_path):
+    p = run("theory", "--scenario", "s1", "--lam-grid", "0.001", "1", "3", "--out", str(tmp_path))
+    res = json.loads((tmp_path / "theory.json").read_text())
+    assert [round(v, 3) for v in res["ADD"]] == [0.106, 1.191, 1.323]
+    from iclr25.ridge_bias.plots import have_matplotlib
+
+    assert (tmp_path / "theory.png").is_file() == have_matplotlib()  # PNG only with the [plot] extra
+    assert p.stdout.strip().splitlines()[-1].startswith("theory:")
+    run("simulate", "--scenario", "B", "--d", "40", "--seeds", "3", "--lam-grid", "0.1", "--no-plot",
+        "--no-progress", "--out", str(tmp_path))
+    sim = json.loads((tmp_path / "simulate.json").read_text())
+    assert len(sim["mc_mean"]) == 1 and len(sim["mc_mean"][0]) == 2
+
+
+def test_config_file_and_rp(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("scenario: s3\nmodel: rp\nm: 50\nlam_grid: [0.001]\nplot: false\n")
+    run("theory", "--config", str(cfg), "--out", str(tmp_path))
+    assert json.loads((tmp_path / "theory.json").read_text())["config"]["m"] == 50
+    run("theory", "--config", str(cfg), "--m-grid", "150", "1600", "--out", str(tmp_path))
+    odd = json.loads((tmp_path / "theory.json").read_text())["ODD"]
+    assert [round(o[0], 4) for o in odd] == [0.0699, 0.0707]  # spec S3 table (seed 0)
+
+
+def test_p2_and_t_sweeps(tmp_path):
+    run("theory", "--scenario", "s2", "--p2-grid", "0.1", "0.2", "--lam-grid", "0.001", "--no-plot", "--out", str(tmp_path))
+    res = json.loads((tmp_path / "theory.json").read_text())
+    assert res["p2"] == [0.1, 0.2] and round(res["ADD"][1][0], 3) == 1.192  # spec S2 at lam = 1e-3
+    run("theory", "--scenario", "s2", "--model", "gradient_flow", "--t-grid", "1000", "--no-plot", "--out", str(tmp_path))
+    assert round(json.loads((tmp_path / "theory.json").read_text())["ADD"][0], 3) == 1.192  # t = 1/lam
+
+
+def test_digits_demo_tiny(tmp_path):
+    p = run("digits-demo", "--splits", "2", "--lam-grid", "0.1", "1", "--p2-values", "0.2", "--no-plot",
+            "--out", str(tmp_path))
+    res = json.loads((tmp_path / "digits.json").read_text())
+    assert len(res["theory"][0]) == 2 and 0.0 <= res["ordering_agreement"] <= 1.0
+    assert p.stdout.strip().splitlines()[-1].startswith("digits: ordering agreement")
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["theory", "--lam-grid", "0", "1"], "lam_grid"),
+        (["theory", "--p2", "1.5"], "proportions"),
+        (["theory", "--model", "rp"], "--m"),
+    ],
+)
+def test_bad_input_exit_2(args, needle, tmp_path):
+    p = run(*args, "--out", str(tmp_path), check=False)
+    assert p.returncode == 2
+    assert needle in p.stderr and "Traceback" not in p.stderr
