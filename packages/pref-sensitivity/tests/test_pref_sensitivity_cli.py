@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from iclr25.pref_sensitivity.cli import main
 
 

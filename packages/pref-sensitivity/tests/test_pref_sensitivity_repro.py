@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from iclr25.core.results import Claim
 from iclr25.pref_sensitivity import reproduce as repro_mod
 
@@ -65,7 +64,6 @@ def test_dpo_tiny_lm_learns_training_preferences():
 def test_tokenize_options_with_byte_tokenizer():
     pytest.importorskip("transformers")
     from iclr25.core.lm import byte_tokenizer
-
     from iclr25.pref_sensitivity import tokenize_options
 
     b = tokenize_options(byte_tokenizer(), "Q: pet? A:", [" dog", " bird"])
@@ -107,7 +105,6 @@ def test_reproduce_quick_cli(tmp_path):
 @pytest.mark.realdata
 def test_hh_rlhf_loader():
     from iclr25.core.data import DataNotFoundError
-
     from iclr25.pref_sensitivity.data import load_hh_pairs
 
     try:

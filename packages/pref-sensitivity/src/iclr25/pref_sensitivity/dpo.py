@@ -19,12 +19,13 @@ Backends:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from iclr25.core.lm import dpo_loss, sequence_logprobs
 
 from ._checks import check_probabilities
 from .closed_form import bt_predict
+from .mle import single_threaded_blas
 
 __all__ = [
     "ChainData",
@@ -48,6 +50,18 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one intra-op thread (restored afterwards). Tiny models and 3-parameter problems
+    are many times slower with 2+ threads on a shared machine (spec: ~60x for tiny matmuls)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ def make_chain_data(p12: float, p23: float, n_pairs: int = 500, *, sampling: str
 
 def dpo_tabular(W, *, beta: float = 0.1, ref_logp=None, tol: float = 1e-13, max_iter: int = 500
                 ) -> dict[str, Any]:
-    """Tabular DPO on aggregated preference counts (spec item 3), minimised with L-BFGS.
+    """Tabular DPO on aggregated preference counts (spec item 3), minimised with L-BFGS (scipy).
 
     Loss: ``(1/N) sum_ij W_ij * dpo_loss(theta_i, theta_j)`` with ``log pi = log_softmax(theta)``.
 
@@ -135,29 +149,38 @@ def dpo_tabular(W, *, beta: float = 0.1, ref_logp=None, tol: float = 1e-13, max_
     iw_t, jw_t = torch.as_tensor(iw), torch.as_tensor(jw)
     ref = torch.full((n,), -math.log(n), dtype=torch.float64) if ref_logp is None else \
         torch.as_tensor(np.asarray(ref_logp, dtype=np.float64))
-    theta = torch.zeros(n, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=0.0,
-                            history_size=20, line_search_fn="strong_wolfe")
+    with one_thread():
+        return _dpo_tabular(w, iw_t, jw_t, ref, n, beta, tol, max_iter)
 
-    def closure():
-        opt.zero_grad()
+
+def _dpo_tabular(w, iw_t, jw_t, ref, n, beta, tol, max_iter) -> dict[str, Any]:
+    # scipy's L-BFGS on torch's loss and gradient: torch.optim.LBFGS imports torch._dynamo on its
+    # first step (tens of seconds on a busy machine) for a 3-parameter problem.
+    from scipy.optimize import minimize
+
+    def fg(x):
+        theta = torch.tensor(x, dtype=torch.float64, requires_grad=True)
         logp = torch.log_softmax(theta, 0)
         losses, _, _ = dpo_loss(logp[iw_t], logp[jw_t], ref[iw_t], ref[jw_t], beta=beta, reduction="none")
         loss = (w * losses).sum()
-        loss.backward()
-        return loss
+        (g,) = torch.autograd.grad(loss, theta)
+        return float(loss.detach()), g.numpy()
 
-    for _ in range(5):  # LBFGS.step runs up to max_iter iterations; restart a few times if needed
-        loss = opt.step(closure)
-        if theta.grad is not None and float(theta.grad.abs().max()) < max(tol * 10, 1e-10):
-            break
-    with torch.no_grad():
-        logp = torch.log_softmax(theta, 0)
-        r = beta * (logp - ref)
-        implied = torch.sigmoid(r[:, None] - r[None, :]).numpy()
-    gn = float(theta.grad.abs().max())
-    return dict(theta=theta.detach().numpy().copy(), rewards=r.numpy(), implied=implied, loss=float(loss.detach()),
-                grad_norm=gn, converged=bool(gn < 1e-8))
+    x = np.zeros(n)
+    with single_threaded_blas():
+        for _ in range(3):  # restart L-BFGS (fresh curvature memory) if it stopped early
+            res = minimize(fg, x, jac=True, method="L-BFGS-B",
+                           options={"maxiter": max_iter, "gtol": tol, "ftol": 0.0, "maxcor": 20})
+            x = res.x
+            if np.abs(res.jac).max() < 1e-10:
+                break
+    loss, g = fg(x)
+    theta = torch.as_tensor(x)
+    logp = torch.log_softmax(theta, 0)
+    r = beta * (logp - ref)
+    implied = torch.sigmoid(r[:, None] - r[None, :]).numpy()
+    gn = float(np.abs(g).max())
+    return dict(theta=x.copy(), rewards=r.numpy(), implied=implied, loss=loss, grad_norm=gn, converged=bool(gn < 1e-8))
 
 
 @dataclass
@@ -378,8 +401,10 @@ def dpo_chain_experiment(
                 model = AutoModelForCausalLM.from_pretrained(model_name)
                 batch = hf[1]
             model.to(device)
-            res = train_dpo_lm(model, batch, data, beta=beta, lr=lr, steps=steps, batch_size=batch_size,
-                               seed=s)
+            ctx = one_thread() if backend == "tiny-gpt2" and str(device) == "cpu" else contextlib.nullcontext()
+            with ctx:
+                res = train_dpo_lm(model, batch, data, beta=beta, lr=lr, steps=steps, batch_size=batch_size,
+                                   seed=s)
             loss, conv = res["final_full_loss"], None
         P = res["implied"]
         row = dict(backend=backend, p12=float(p12), p23=float(p23), seed=s, p12_hat=data.p12_hat,
