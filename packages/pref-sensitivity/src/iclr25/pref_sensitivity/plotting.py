@@ -82,7 +82,8 @@ def plot_chain_curves(path: str | Path, curves: Mapping[str, tuple[Sequence[floa
     fig, ax = plt.subplots(figsize=(6.0, 4.2), dpi=110)
     for label, (x, y, sd) in curves.items():
         x, y = np.asarray(x), np.asarray(y)
-        ax.plot(x, y, marker="o", ms=3, label=label)
+        dense = x.size > 20  # reference curves (closed form): dashed, no markers
+        ax.plot(x, y, ls="--" if dense else "-", marker=None if dense else "o", ms=3, label=label)
         if sd is not None:
             sd = np.asarray(sd)
             ax.fill_between(x, y - sd, y + sd, alpha=0.2)
