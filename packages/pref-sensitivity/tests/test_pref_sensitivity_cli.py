@@ -67,3 +67,16 @@ def test_analyze_probability_table_and_k3(tmp_path, capsys):
     assert main(["analyze", "--input", str(s), "--out", str(tmp_path / "o3"), "--k", "3", "--no-plot"]) == 0
     assert json.loads((tmp_path / "o3" / "sensitivity_report.json").read_text())["k"] == 3
     assert main(["analyze", "--input", str(f), "--out", str(tmp_path / "o4"), "--k", "3"]) == 2
+
+
+def test_dpo_command_tabular_and_resume(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "dpo"
+    args = ["dpo", "--backend", "tabular", "--p23", "0.01", "0.5", "--n-pairs", "200", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    lines = (out / "sweep.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and (out / "sweep.png").is_file() and (out / "config.json").is_file()
+    assert "0.5000" in capsys.readouterr().out  # p23 = 0.01 with p12 = 0.99: implied p13 = g = 0.5
+    assert main([*args, "--resume"]) == 0
+    assert len((out / "sweep.jsonl").read_text().splitlines()) == 2  # nothing re-run
+    assert main(["dpo", "--backend", "hf", "--out", str(out)]) == 2  # no --model: clear error

@@ -188,3 +188,12 @@ def test_closed_form_matches_autograd_grid():
 def test_result3_table():
     t = KAT["result3_table"]
     np.testing.assert_allclose(bt_predict(t["p12"], t["p23"]), t["p13"], atol=6e-5)
+
+
+def test_sensitivity_matrix_rejects_unidentified_scores():
+    torch = pytest.importorskip("torch")
+    from iclr25.pref_sensitivity import sensitivity_matrix
+
+    s = torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="identify only 1"):
+        sensitivity_matrix(s, lambda x: torch.sigmoid(x[0] - x[2]), lambda x: torch.sigmoid(x[0] - x[1]).unsqueeze(0))
