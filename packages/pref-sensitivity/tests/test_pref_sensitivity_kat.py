@@ -101,6 +101,16 @@ def test_region_area_quad_vs_grid():
     assert sensitive_region_area(5.0, "grid", grid_n=2000) == pytest.approx(sensitive_region_area(5.0), abs=5e-5)
 
 
+def test_region_area_either_partial():
+    # by symmetry each partial's region has area A; the union is between A and 2A
+    for lam in (2.0, 10.0):
+        a = sensitive_region_area(lam)
+        e = sensitive_region_area(lam, "grid", grid_n=1000, which="either")
+        assert a < e < 2 * a
+    with pytest.raises(ValueError, match="grid"):
+        sensitive_region_area(2.0, which="either")
+
+
 def _all_rankings_prob(s):
     n = s.size
     perms = np.array(list(itertools.permutations(range(n))))

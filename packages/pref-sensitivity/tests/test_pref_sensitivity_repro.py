@@ -115,3 +115,18 @@ def test_hh_rlhf_loader():
     prompt, chosen, rejected = pairs[0]
     assert prompt.startswith("\n\nHuman:") and prompt.endswith("Assistant:")
     assert chosen and rejected and chosen != rejected
+
+
+@pytest.mark.realdata
+def test_hh_reward_sensitivity_real_data():
+    from iclr25.core.data import DataNotFoundError
+    from iclr25.pref_sensitivity.realdata import hh_reward_sensitivity
+
+    try:
+        r = hh_reward_sensitivity((2.0, 5.0, 10.0), n_responses=40, l2=1e-5)
+    except DataNotFoundError as e:
+        pytest.skip(f"aihf/hh_rlhf_harmless_base_test.jsonl.gz not mirrored: {e}")
+    assert r["n_pairs"] == 2307
+    assert r["heldout_accuracy"] > 0.55  # a real (if weak) reward model: chance is 0.5
+    f = list(r["by_lambda"].values())
+    assert 0 <= f[2] <= f[1] <= f[0] <= 1 and f[0] > 0

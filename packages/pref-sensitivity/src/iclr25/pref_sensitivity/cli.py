@@ -17,6 +17,7 @@ from .config import (
     DemoConfig,
     DPOConfig,
     HeatmapConfig,
+    RealDataConfig,
     ReproduceConfig,
     TableConfig,
 )
@@ -146,6 +147,26 @@ def _dpo(cfg: DPOConfig) -> int:
     return 0
 
 
+@_friendly("realdata")
+def _realdata(cfg: RealDataConfig) -> int:
+    from .realdata import hh_reward_sensitivity
+
+    res = []
+    print("| l2 | held-out pairwise acc. | reward sd | dominant pairs | " +
+          " | ".join(f"sensitive triples, λ={lam:g}" for lam in cfg.lam) + " |")
+    print("|---" * (4 + len(cfg.lam)) + "|")
+    for l2 in cfg.l2:
+        r = hh_reward_sensitivity(cfg.lam, l2=l2, n_responses=cfg.n_responses, path=cfg.path)
+        r["l2"] = l2
+        res.append(r)
+        print(f"| {l2:g} | {r['heldout_accuracy']:.3f} | {r['reward_sd']:.3f} | {r['fraction_dominant_pairs']:.4f} | "
+              + " | ".join(f"{v:.4f}" for v in r["by_lambda"].values()) + " |")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "realdata.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(res)} reward models; results in {cfg.out}/realdata.json")
+    return 0
+
+
 def _reproduce(cfg: ReproduceConfig) -> int:
     from iclr25.core.registry import run_reproduction
     from iclr25.core.results import claims_table
@@ -167,6 +188,7 @@ COMMANDS: dict[str, Command] = {
     "heatmap": Command(HeatmapConfig, _heatmap, "heat map PNG of dp_ij/dp_ik over (0,1)^2"),
     "demo": Command(DemoConfig, _demo, "the dog/cat/bird example in seconds"),
     "dpo": Command(DPOConfig, _dpo, "DPO sweep (tabular / tiny GPT-2 / Hugging Face model), resumable"),
+    "realdata": Command(RealDataConfig, _realdata, "optional: sensitive-triple fraction of a BT reward on HH-RLHF"),
     "reproduce": Command(ReproduceConfig, _reproduce, "reproduce the paper's claims (results.json/.md, PNGs)"),
 }
 

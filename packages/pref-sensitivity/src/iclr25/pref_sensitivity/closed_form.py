@@ -124,7 +124,7 @@ def _area_integrand(x: float, lam: float) -> float:
     return float(_dsig(x) * (expit(z - x) - expit(-z - x)))
 
 
-def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 4000) -> float:
+def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 4000, which: str = "ik") -> float:
     """Uniform measure of the sensitive region ``R(lam) = {(a, b) in (0,1)^2 : d p_ij / d a > lam}``.
 
     Result 2, consequence 6: ``A(1) = ln(2)/2``, ``A(2) = 0.07392``, ``A(5) = 0.01247``,
@@ -137,18 +137,25 @@ def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 400
         method: ``"quad"`` (adaptive quadrature of the 1-D formula, ~1e-10 accurate) or ``"grid"``
             (midpoint rule on a ``grid_n x grid_n`` grid of (a, b); an independent check).
         grid_n: grid size for ``method="grid"``.
+        which: ``"ik"`` (``d p_ij / d p_ik > lam``) or ``"either"`` (``max`` of both partials
+            ``> lam``: the criterion of :func:`~.regions.sensitive_triples`; grid method only).
 
     Returns:
         Area in [0, 1].
 
     Raises:
-        ValueError: unknown ``method``, non-finite ``lam`` or ``grid_n < 2``.
+        ValueError: unknown ``method``/``which``, non-finite ``lam``, ``grid_n < 2``, or
+            ``which="either"`` with ``method="quad"``.
     """
     lam = float(lam)
     if not math.isfinite(lam):
         raise ValueError(f"lam must be finite, got {lam}")
     if method not in ("quad", "grid"):
         raise ValueError(f"method must be 'quad' or 'grid', got {method!r}")
+    if which not in ("ik", "either"):
+        raise ValueError(f"which must be 'ik' or 'either', got {which!r}")
+    if which == "either" and method != "grid":
+        raise ValueError("which='either' is computed with method='grid'")
     if lam <= 0:
         return 1.0
     if method == "grid":
@@ -159,7 +166,10 @@ def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 400
         for start in range(0, grid_n, 256):  # row chunks keep memory at 256 x grid_n
             a = u[start : start + 256, None]
             d = a * u[None, :] + (1 - a) * (1 - u[None, :])
-            count += int(np.count_nonzero(u[None, :] * (1 - u[None, :]) / (d * d) > lam))
+            num = u[None, :] * (1 - u[None, :])
+            if which == "either":
+                num = np.maximum(num, a * (1 - a))
+            count += int(np.count_nonzero(num / (d * d) > lam))
         return count / grid_n**2
     # the integrand is even in x; for lam > 1 it vanishes on |x| < x0 with sigma'(x0) = 1/(4 lam)
     x0 = 2.0 * math.acosh(math.sqrt(lam)) if lam > 1 else 0.0

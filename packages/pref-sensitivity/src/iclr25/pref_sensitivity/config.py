@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AnalyzeConfig", "TableConfig", "AreaConfig", "HeatmapConfig", "DemoConfig", "DPOConfig",
+__all__ = ["RealDataConfig", "AnalyzeConfig", "TableConfig", "AreaConfig", "HeatmapConfig", "DemoConfig", "DPOConfig",
            "ReproduceConfig"]
 
 
@@ -119,3 +119,20 @@ class ReproduceConfig:
     """CPU-scale quick mode (~1-2 min on 2 cores); otherwise the full sweep (~15-30 min)."""
     out: Path = Path("results/pref-sensitivity")
     """Output folder."""
+
+
+@dataclass
+class RealDataConfig:
+    """Optional real-data check (spec item 5): linear BT reward on HH-RLHF harmless test pairs, then the
+    fraction of response triples in the sensitive region. Needs the mirrored file (ICLR25_DATA)."""
+
+    lam: tuple[float, ...] = (2.0, 5.0, 10.0)
+    """Thresholds lambda (spec: 2, 5, 10)."""
+    l2: tuple[float, ...] = (1e-3, 1e-4, 1e-5)
+    """Ridge strengths of the linear reward (the reward scale, hence the answer, depends on it)."""
+    n_responses: int = 200
+    """Held-out responses scanned (n (n-1) (n-2) / 2 triples)."""
+    path: Path | None = None
+    """The hh_rlhf_harmless_base_test.jsonl.gz file (default: $ICLR25_DATA/aihf/)."""
+    out: Path = Path("runs/realdata")
+    """Output folder (realdata.json)."""

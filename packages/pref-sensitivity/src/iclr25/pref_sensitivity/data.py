@@ -225,6 +225,9 @@ def load_hh_pairs(limit: int | None = None, *, path: str | Path | None = None) -
         iclr25.core.data.DataNotFoundError: the file is not mirrored (message says where it comes from).
     """
     f = Path(path) if path is not None else HH_RLHF_HARMLESS.path()
+    if not f.is_file():
+        raise FileNotFoundError(f"{f} does not exist; it is harmless-base/test.jsonl.gz of "
+                                "github.com/anthropics/hh-rlhf (or set ICLR25_DATA to the mirror holding aihf/)")
     out = []
     marker = "\n\nAssistant:"
     with gzip.open(f, "rt", encoding="utf-8") as fh:
