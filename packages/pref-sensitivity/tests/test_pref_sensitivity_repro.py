@@ -130,3 +130,22 @@ def test_hh_reward_sensitivity_real_data():
     assert r["heldout_accuracy"] > 0.55  # a real (if weak) reward model: chance is 0.5
     f = list(r["by_lambda"].values())
     assert 0 <= f[2] <= f[1] <= f[0] <= 1 and f[0] > 0
+
+
+def test_train_dpo_lm_checkpoint_resume_matches_uninterrupted(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from iclr25.pref_sensitivity import make_chain_data, tiny_gpt2_options, train_dpo_lm
+
+    torch.set_num_threads(1)
+    data = make_chain_data(0.9, 0.3, n_pairs=100)
+    m, b = tiny_gpt2_options(seed=1)
+    full = train_dpo_lm(m, b, data, steps=12, batch_size=16, seed=3)
+    m1, b1 = tiny_gpt2_options(seed=1)
+    train_dpo_lm(m1, b1, data, steps=6, batch_size=16, seed=3, checkpoint_dir=tmp_path / "ck", checkpoint_every=3)
+    assert (tmp_path / "ck" / "model.safetensors").is_file()
+    m2, b2 = tiny_gpt2_options(seed=1)  # a fresh start: the initial model is the reference
+    res = train_dpo_lm(m2, b2, data, steps=12, batch_size=16, seed=3, checkpoint_dir=tmp_path / "ck")
+    assert res["resumed_from"] == 6
+    np.testing.assert_allclose(res["loss_history"], full["loss_history"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res["implied"], full["implied"], atol=1e-6)

@@ -131,7 +131,8 @@ def _dpo(cfg: DPOConfig) -> int:
                                 seeds=cfg.seeds, sampling=cfg.sampling, steps=cfg.steps, lr=cfg.lr,
                                 batch_size=cfg.batch_size, model_name=cfg.model, prompt=cfg.prompt,
                                 options=cfg.options, device=choose_device(cfg.device),
-                                out_file=cfg.out / "sweep.jsonl", resume=cfg.resume, progress=not cfg.quiet)
+                                out_file=cfg.out / "sweep.jsonl", resume=cfg.resume,
+                                checkpoint_every=cfg.checkpoint_every, progress=not cfg.quiet)
     import numpy as np
 
     from .closed_form import bt_predict

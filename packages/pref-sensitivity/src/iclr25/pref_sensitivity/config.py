@@ -106,7 +106,9 @@ class DPOConfig:
     out: Path = Path("runs/dpo")
     """Output folder: sweep.jsonl (one line per finished point = checkpoint), sweep.png."""
     resume: bool = False
-    """Skip grid points already in out/sweep.jsonl."""
+    """Skip grid points already in out/sweep.jsonl; continue an interrupted point from its checkpoint."""
+    checkpoint_every: int = 200
+    """LM backends: save model (safetensors) + optimizer every this many steps under out/checkpoints/ (0: off)."""
     quiet: bool = False
     """No progress bars."""
 

@@ -252,7 +252,8 @@ def tokenize_options(tokenizer, prompt: str, options: Sequence[str]) -> OptionBa
 
 def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.1, lr: float = 1e-3,
                  steps: int = 300, batch_size: int = 64, seed: int = 0, ref_model=None,
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool = False, checkpoint_dir: str | Path | None = None,
+                 checkpoint_every: int = 0) -> dict[str, Any]:
     """DPO-train a causal LM on the chain data (minibatch Adam; Rafailov et al. 2023 Eq. 7).
 
     All pairs share one prompt, so each step scores the ``n_options`` sequences once
@@ -266,10 +267,15 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
         seed: seed of the minibatch order.
         ref_model: frozen reference (default: a deep copy of ``model`` before training).
         progress: show a tqdm bar.
+        checkpoint_dir: folder for ``model.safetensors`` + ``trainer_state.pt`` (optimizer, step,
+            minibatch order, loss history). If it already holds a checkpoint, training resumes from
+            it (``model`` must be the same initial model, which also serves as the reference).
+        checkpoint_every: save every this many steps (0: only at the end, when a folder is given).
 
     Returns:
         dict with ``implied`` (n, n) ``sigmoid(r_i - r_j)`` of the implicit rewards ``r`` (n,),
-        ``rewards``, ``loss_history`` (per step), ``final_full_loss`` (DPO loss on all pairs).
+        ``rewards``, ``loss_history`` (per step), ``final_full_loss`` (DPO loss on all pairs),
+        ``resumed_from`` (step, 0 when started fresh).
     """
     from tqdm.auto import tqdm
 
@@ -288,9 +294,31 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
     n = ch.numel()
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    hist = []
+    hist: list[float] = []
     perm, pos = torch.randperm(n, generator=gen), 0
-    for _ in tqdm(range(steps), desc="dpo", disable=not progress, leave=False):
+    start = 0
+    ck = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if ck is not None and (ck / "trainer_state.pt").is_file():
+        from safetensors.torch import load_model
+
+        load_model(model, str(ck / "model.safetensors"), device=str(device))
+        st = torch.load(ck / "trainer_state.pt", weights_only=True)
+        opt.load_state_dict(st["optimizer"])
+        start, pos, perm = int(st["step"]), int(st["pos"]), st["perm"]
+        hist = [float(x) for x in st["loss_history"]]
+        gen.set_state(st["generator"])
+
+    def save(step: int) -> None:
+        from safetensors.torch import save_model
+
+        ck.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(ck / "model.safetensors"))
+        torch.save({"optimizer": opt.state_dict(), "step": step, "pos": pos, "perm": perm,
+                    "loss_history": torch.tensor(hist, dtype=torch.float64), "generator": gen.get_state()},
+                   ck / "trainer_state.pt")
+
+    for step in tqdm(range(start, steps), desc="dpo", disable=not progress, leave=False,
+                     initial=start, total=steps):
         if pos + batch_size > n:
             perm, pos = torch.randperm(n, generator=gen), 0
         idx = perm[pos : pos + batch_size].to(device)
@@ -301,13 +329,18 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
         loss.backward()
         opt.step()
         hist.append(float(loss.detach()))
+        if ck is not None and checkpoint_every > 0 and (step + 1) % checkpoint_every == 0:
+            save(step + 1)
+    if ck is not None and start < steps:
+        save(steps)
     model.eval()
     with torch.no_grad():
         logp = sequence_logprobs(model, batch.input_ids, batch.attention_mask, batch.response_mask)
         full, _, _ = dpo_loss(logp[ch], logp[rj], ref[ch], ref[rj], beta=beta)
         r = (beta * (logp - ref)).double().cpu()
         implied = torch.sigmoid(r[:, None] - r[None, :]).numpy()
-    return dict(implied=implied, rewards=r.numpy(), loss_history=hist, final_full_loss=float(full))
+    return dict(implied=implied, rewards=r.numpy(), loss_history=hist, final_full_loss=float(full),
+                resumed_from=start)
 
 
 def _row_key(r: dict[str, Any]) -> tuple:
@@ -332,6 +365,7 @@ def dpo_chain_experiment(
     device: str = "cpu",
     out_file: str | Path | None = None,
     resume: bool = False,
+    checkpoint_every: int = 0,
     progress: bool = False,
 ) -> list[dict[str, Any]]:
     """The paper's DPO sweep: vary ``p23`` with ``p12`` fixed and record the implied held-out ``p13``.
@@ -349,7 +383,10 @@ def dpo_chain_experiment(
         prompt, options: text prompt and option strings (``backend="hf"``).
         device: torch device of the LM backends.
         out_file: JSON-lines file; each finished (p23, seed) point is appended (a checkpoint).
-        resume: skip points already in ``out_file`` (same p12, p23, seed).
+        resume: skip points already in ``out_file`` (same p12, p23, seed) and continue a point's
+            interrupted LM training from its checkpoint.
+        checkpoint_every: LM backends with ``out_file``: save model + optimizer every this many steps
+            under ``<out_file dir>/checkpoints/p12=..._p23=..._seed=.../`` (0: no mid-run checkpoints).
         progress: tqdm bars.
 
     Returns:
@@ -402,9 +439,16 @@ def dpo_chain_experiment(
                 batch = hf[1]
             model.to(device)
             ctx = one_thread() if backend == "tiny-gpt2" and str(device) == "cpu" else contextlib.nullcontext()
+            ckdir = None
+            if out_file is not None and checkpoint_every > 0:
+                ckdir = Path(out_file).parent / "checkpoints" / f"{backend}_p12={p12:g}_p23={p23:g}_seed={s}"
+                if not resume and ckdir.exists():
+                    import shutil
+
+                    shutil.rmtree(ckdir)
             with ctx:
                 res = train_dpo_lm(model, batch, data, beta=beta, lr=lr, steps=steps, batch_size=batch_size,
-                                   seed=s)
+                                   seed=s, checkpoint_dir=ckdir, checkpoint_every=checkpoint_every)
             loss, conv = res["final_full_loss"], None
         P = res["implied"]
         row = dict(backend=backend, p12=float(p12), p23=float(p23), seed=s, p12_hat=data.p12_hat,
