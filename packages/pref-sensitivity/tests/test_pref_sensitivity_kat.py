@@ -207,3 +207,13 @@ def test_sensitivity_matrix_rejects_unidentified_scores():
     s = torch.zeros(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="identify only 1"):
         sensitivity_matrix(s, lambda x: torch.sigmoid(x[0] - x[2]), lambda x: torch.sigmoid(x[0] - x[1]).unsqueeze(0))
+
+
+def test_bt_sensitivity_autograd_flag_matches_closed_form():
+    pytest.importorskip("torch")
+    g = np.array([[0.001, 0.3], [0.7, 0.999]])
+    ca, cb = bt_sensitivity(g, g.T)
+    aa, ab = bt_sensitivity(g, g.T, autograd=True)
+    assert aa.shape == (2, 2)
+    np.testing.assert_allclose(aa, ca, rtol=1e-10)
+    np.testing.assert_allclose(ab, cb, rtol=1e-10)

@@ -231,3 +231,13 @@ def test_base_imports_without_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0].startswith(("0.5", "0.4999999"))
+
+
+def test_public_api_resolves():
+    pytest.importorskip("torch")
+    import iclr25.pref_sensitivity as ps
+
+    for name in ps.__all__:
+        assert getattr(ps, name) is not None, name
+    with pytest.raises(AttributeError):
+        ps.no_such_function  # noqa: B018
