@@ -41,7 +41,7 @@ SLUG = "pref-sensitivity"
 #: Experiment sizes of the two modes.
 SETTINGS: dict[str, dict[str, Any]] = {
     "quick": dict(mle_n=(100, 1000, 10000), mle_seeds=20, tab_pairs=1000,
-                  lm_grid=(0.01, 0.05, 0.2, 0.5), lm_contrast_grid=(0.01, 0.05),
+                  lm_grid=(0.01, 0.05, 0.2), lm_contrast_grid=(0.01, 0.05),
                   lm_steps=600, lm_seeds=1, lm_pairs=500),
     "full": dict(mle_n=(100, 1000, 10000), mle_seeds=20, tab_pairs=1000,
                  lm_grid=P23_GRID, lm_contrast_grid=P23_GRID, lm_steps=1000, lm_seeds=3, lm_pairs=500),
