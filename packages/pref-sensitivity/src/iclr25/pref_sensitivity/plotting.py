@@ -28,7 +28,8 @@ def plot_sensitivity_heatmap(path: str | Path, *, points: np.ndarray | None = No
     Args:
         path: output PNG path (parent folders are created).
         points: optional ``(m, 2)`` ``(p_ik, p_kj)`` pairs to overlay (e.g. a report's ``points``).
-        lam: draw the boundary of the sensitive region ``d p_ij / d p_ik = lam``.
+        lam: draw the boundaries of the sensitive region: ``d p_ij / d p_ik = lam`` (solid) and
+            ``max(d p_ij / d p_ik, d p_ij / d p_kj) = lam`` (dashed; the criterion of the reports).
         n: grid resolution per axis.
         title: figure title.
 
@@ -49,6 +50,8 @@ def plot_sensitivity_heatmap(path: str | Path, *, points: np.ndarray | None = No
     if lam is not None:
         cs = ax.contour(u, u, S, levels=[lam], colors="cyan", linewidths=1.0)
         ax.clabel(cs, fmt={lam: f"λ={lam:g}"}, fontsize=8)
+        either = np.maximum(S, A * (1 - A) / (D * D))
+        ax.contour(u, u, either, levels=[lam], colors="cyan", linewidths=0.8, linestyles="--")
     if points is not None and len(points):
         p = np.asarray(points)
         ax.scatter(p[:, 0], p[:, 1], s=6, c="white", edgecolors="black", linewidths=0.3, alpha=0.8,
