@@ -1,0 +1,202 @@
+"""The ``iclr25-pref-sensitivity`` command line (subcommands built from :mod:`.config` with tyro)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from iclr25.core.config import Command, run_cli
+
+from ._version import __version__
+from .config import (
+    AnalyzeConfig,
+    AreaConfig,
+    DemoConfig,
+    DPOConfig,
+    HeatmapConfig,
+    RealDataConfig,
+    ReproduceConfig,
+    TableConfig,
+)
+
+PROG = "iclr25-pref-sensitivity"
+log = logging.getLogger("iclr25.pref_sensitivity")
+
+
+def _friendly(name: str) -> Callable:
+    """Turn ValueError / FileNotFoundError into 'prog name: error: ...' and exit code 2."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(cfg) -> int:
+            logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+            try:
+                return int(fn(cfg) or 0)
+            except (ValueError, FileNotFoundError) as e:
+                print(f"{PROG} {name}: error: {e}", file=sys.stderr)
+                return 2
+
+        return wrapper
+
+    return deco
+
+
+@_friendly("analyze")
+def _analyze(cfg: AnalyzeConfig) -> int:
+    from .analyze import analyze_file
+
+    rep = analyze_file(cfg.input, cfg.out, lam=cfg.lam, k=cfg.k, l2=cfg.l2, n_top=cfg.n_top, plot=cfg.plot)
+    print(rep.to_markdown(n_rows=10))
+    print(f"{rep.n_sensitive}/{rep.n_evaluated} combinations sensitive at lambda={cfg.lam:g} "
+          f"({100 * rep.fraction_sensitive:.3g}%); report in {cfg.out}/sensitivity_report.md")
+    return 0
+
+
+@_friendly("table")
+def _table(cfg: TableConfig) -> int:
+    import numpy as np
+
+    from .closed_form import bt_predict, bt_sensitivity
+
+    a, b = np.asarray(cfg.p_ik, float), np.asarray(cfg.p_kj, float)
+    if a.size != b.size and 1 not in (a.size, b.size):
+        raise ValueError(f"give as many --p-kj as --p-ik values (or one of either); got {a.size} and {b.size}")
+    p = bt_predict(a, b)
+    da, db = bt_sensitivity(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    print("| p_ik | p_kj | p_ij | dp_ij/dp_ik | dp_ij/dp_kj |\n|---|---|---|---|---|")
+    for row in zip(a, b, p, da, db):
+        print("| " + " | ".join(f"{x:.6g}" for x in row) + " |")
+    return 0
+
+
+@_friendly("area")
+def _area(cfg: AreaConfig) -> int:
+    from .closed_form import sensitive_region_area
+
+    print("| lambda | A(lambda) |\n|---|---|")
+    for lam in cfg.lam:
+        print(f"| {lam:g} | {sensitive_region_area(lam, cfg.method):.6g} |")
+    return 0
+
+
+@_friendly("heatmap")
+def _heatmap(cfg: HeatmapConfig) -> int:
+    from .plotting import plot_sensitivity_heatmap
+
+    path = plot_sensitivity_heatmap(cfg.out, lam=cfg.lam or None)
+    print(f"wrote {path}")
+    return 0
+
+
+@_friendly("demo")
+def _demo(cfg: DemoConfig) -> int:
+    import numpy as np
+
+    from .closed_form import bt_predict, bt_sensitivity
+    from .experiments import bt_mle_experiment
+
+    grid = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 0.9]
+    print(f"Options dog, cat, bird. Train on P(dog > cat) = {cfg.p12:g} and P(cat > bird) = p23; "
+          "(dog, bird) is never compared.\n")
+    rows = bt_mle_experiment(cfg.p12, grid, (cfg.n,), seeds=5)
+    print(f"| p23 | BT p13 (closed form) | dp13/dp23 | BT MLE p13, N={cfg.n} (5 seeds: mean ± sd) |\n|---|---|---|---|")
+    for p in grid:
+        v = [r["p13_mle"] for r in rows if r["p23"] == p]
+        print(f"| {p:g} | {float(bt_predict(cfg.p12, p)):.4f} | {float(bt_sensitivity(cfg.p12, p)[1]):.4g} | "
+              f"{np.mean(v):.4f} ± {np.std(v, ddof=1):.4f} |")
+    print("\nA few points of p23 near 0 move the never-trained p13 across most of [0, 1].")
+    return 0
+
+
+@_friendly("dpo")
+def _dpo(cfg: DPOConfig) -> int:
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("the dpo command needs torch: pip install 'iclr25-pref-sensitivity[dpo]'") from None
+    from iclr25.core.seed import choose_device
+
+    from .dpo import dpo_chain_experiment
+    from .plotting import plot_chain_curves
+
+    torch.set_num_threads(1) if cfg.backend != "hf" else None
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "config.json").write_text(json.dumps({k: str(v) if not isinstance(v, (int, float, bool, tuple, type(None)))
+                                                     else v for k, v in vars(cfg).items()}, indent=2) + "\n")
+    rows = dpo_chain_experiment(cfg.p12, cfg.p23, backend=cfg.backend, beta=cfg.beta, n_pairs=cfg.n_pairs,
+                                seeds=cfg.seeds, sampling=cfg.sampling, steps=cfg.steps, lr=cfg.lr,
+                                batch_size=cfg.batch_size, model_name=cfg.model, prompt=cfg.prompt,
+                                options=cfg.options, device=choose_device(cfg.device),
+                                out_file=cfg.out / "sweep.jsonl", resume=cfg.resume,
+                                checkpoint_every=cfg.checkpoint_every, progress=not cfg.quiet)
+    import numpy as np
+
+    from .closed_form import bt_predict
+
+    ps = sorted({r["p23"] for r in rows})
+    mean = [float(np.mean([r["p13_implied"] for r in rows if r["p23"] == p])) for p in ps]
+    print("| p23 | implied p13 (mean over seeds) | BT g(p12_hat, p23_hat) |\n|---|---|---|")
+    for p, m in zip(ps, mean):
+        print(f"| {p:g} | {m:.4f} | {np.mean([r['p13_bt'] for r in rows if r['p23'] == p]):.4f} |")
+    plot_chain_curves(cfg.out / "sweep.png", {f"DPO ({cfg.backend}), p12={cfg.p12:g}": (ps, mean, None),
+                                              f"BT g({cfg.p12:g}, p23)": (ps, bt_predict(cfg.p12, ps), None)})
+    print(f"{len(rows)} points; results in {cfg.out}/sweep.jsonl and sweep.png")
+    return 0
+
+
+@_friendly("realdata")
+def _realdata(cfg: RealDataConfig) -> int:
+    from .realdata import hh_reward_sensitivity
+
+    res = []
+    print("| l2 | held-out pairwise acc. | reward sd | dominant pairs | " +
+          " | ".join(f"sensitive triples, λ={lam:g}" for lam in cfg.lam) + " |")
+    print("|---" * (4 + len(cfg.lam)) + "|")
+    for l2 in cfg.l2:
+        r = hh_reward_sensitivity(cfg.lam, l2=l2, n_responses=cfg.n_responses, path=cfg.path)
+        r["l2"] = l2
+        res.append(r)
+        print(f"| {l2:g} | {r['heldout_accuracy']:.3f} | {r['reward_sd']:.3f} | {r['fraction_dominant_pairs']:.4f} | "
+              + " | ".join(f"{v:.4f}" for v in r["by_lambda"].values()) + " |")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "realdata.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(res)} reward models; results in {cfg.out}/realdata.json")
+    return 0
+
+
+def _reproduce(cfg: ReproduceConfig) -> int:
+    from iclr25.core.registry import run_reproduction
+    from iclr25.core.results import claims_table
+
+    from .reproduce import SLUG, reproduce
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    report = run_reproduction(SLUG, reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
+    print(claims_table(report.claims))
+    held = sum(c.holds for c in report.claims)
+    print(f"{held}/{len(report.claims)} claims hold in {report.seconds:.1f} s; results in {cfg.out}/results.json")
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "analyze": Command(AnalyzeConfig, _analyze, "sensitive triples/K-tuples of a preference file: report + heat map"),
+    "table": Command(TableConfig, _table, "closed-form p_ij and its partials for given p_ik, p_kj"),
+    "area": Command(AreaConfig, _area, "measure A(lambda) of the sensitive region"),
+    "heatmap": Command(HeatmapConfig, _heatmap, "heat map PNG of dp_ij/dp_ik over (0,1)^2"),
+    "demo": Command(DemoConfig, _demo, "the dog/cat/bird example in seconds"),
+    "dpo": Command(DPOConfig, _dpo, "DPO sweep (tabular / tiny GPT-2 / Hugging Face model), resumable"),
+    "realdata": Command(RealDataConfig, _realdata, "optional: sensitive-triple fraction of a BT reward on HH-RLHF"),
+    "reproduce": Command(ReproduceConfig, _reproduce, "reproduce the paper's claims (results.json/.md, PNGs)"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``iclr25-pref-sensitivity``; returns the exit code."""
+    return run_cli(PROG, "Sensitivity of Bradley-Terry / Plackett-Luce preference models to dominant "
+                   "preferences (Xu & Kankanhalli, ICLR 2025).", COMMANDS, argv)
+
+

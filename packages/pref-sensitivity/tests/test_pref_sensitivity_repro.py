@@ -1,0 +1,151 @@
+"""Smoke test of reproduce() with tiny settings; the full quick run is marked slow."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from iclr25.core.results import Claim
+from iclr25.pref_sensitivity import reproduce as repro_mod
+
+NAMES = [
+    "closed_form_matches_autograd",
+    "bt_mle/matches_closed_form",
+    "bt_mle/variance_peaks_near_dominant",
+    "dpo_tabular/implied_prob_matches_bt",
+    "dpo_tiny_lm/sharp_rise_near_dominant",
+]
+
+
+def test_reproduce_tiny_settings(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    tiny = dict(mle_n=(1000,), mle_seeds=8, tab_pairs=1000, lm_grid=(0.01, 0.05), lm_contrast_grid=(0.01, 0.05),
+                lm_steps=5, lm_seeds=1, lm_pairs=64)
+    monkeypatch.setitem(repro_mod.SETTINGS, "quick", tiny)
+    claims = repro_mod.reproduce(True, tmp_path)
+    assert [c.name for c in claims] == NAMES
+    assert all(isinstance(c, Claim) for c in claims)
+    by = {c.name: c for c in claims}
+    # the exact parts hold even at tiny scale; the LM claim is only measured (5 steps)
+    for n in NAMES[:4]:
+        assert by[n].holds, (n, by[n].ours)
+    assert math.isfinite(by[NAMES[4]].ours)
+    for f in ("bt_mle.csv", "dpo_tabular.csv", "dpo_tiny_lm.jsonl", "details.json", "sensitivity_heatmap.png",
+              "bt_mle.png", "dpo_tiny_lm.png"):
+        assert (tmp_path / f).is_file(), f
+    details = json.loads((tmp_path / "details.json").read_text())
+    np.testing.assert_allclose(details["region_area"]["1"]["quad"], math.log(2) / 2, atol=1e-9)
+
+
+def test_entry_point_registered():
+    from importlib.metadata import entry_points
+
+    eps = {ep.name: ep.value for ep in entry_points(group="iclr25.methods")}
+    assert eps.get("pref-sensitivity") == "iclr25.pref_sensitivity.reproduce:reproduce"
+
+
+def test_dpo_tiny_lm_learns_training_preferences():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from iclr25.pref_sensitivity import make_chain_data, tiny_gpt2_options, train_dpo_lm
+
+    torch.set_num_threads(1)
+    model, batch = tiny_gpt2_options(seed=0)
+    data = make_chain_data(0.9, 0.2, n_pairs=200)
+    res = train_dpo_lm(model, batch, data, steps=150, lr=3e-3)
+    assert res["loss_history"][-1] < res["loss_history"][0]
+    assert res["implied"][0, 1] > 0.7 and res["implied"][1, 2] < 0.4
+
+
+def test_tokenize_options_with_byte_tokenizer():
+    pytest.importorskip("transformers")
+    from iclr25.core.lm import byte_tokenizer
+    from iclr25.pref_sensitivity import tokenize_options
+
+    b = tokenize_options(byte_tokenizer(), "Q: pet? A:", [" dog", " bird"])
+    assert b.input_ids.shape == (2, 15)
+    assert b.response_mask[0].sum() == 4 and b.response_mask[1].sum() == 5
+    assert b.attention_mask[0].sum() == 14
+    with pytest.raises(ValueError, match="non-empty"):
+        tokenize_options(byte_tokenizer(), "Q", ["", "x"])
+
+
+def test_dpo_resume_skips_finished_points(tmp_path):
+    pytest.importorskip("torch")
+    from iclr25.pref_sensitivity import dpo_chain_experiment
+
+    f = tmp_path / "sweep.jsonl"
+    rows = dpo_chain_experiment(0.99, (0.01, 0.2), backend="tabular", n_pairs=100, out_file=f)
+    assert len(f.read_text().splitlines()) == 2
+    again = dpo_chain_experiment(0.99, (0.01, 0.2, 0.5), backend="tabular", n_pairs=100, out_file=f, resume=True)
+    assert len(f.read_text().splitlines()) == 3  # only the new point was run and appended
+    assert again[0]["seconds"] == rows[0]["seconds"]
+    with pytest.raises(ValueError, match="backend"):
+        dpo_chain_experiment(0.99, (0.01,), backend="nope")
+
+
+@pytest.mark.slow
+def test_reproduce_quick_cli(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "iclr25.pref_sensitivity", "reproduce", "--quick", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    chk = Path("/work/shared/tools/check_claims.py")
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [c["name"] for c in data["claims"]] == NAMES
+    if chk.is_file():
+        r = subprocess.run([sys.executable, str(chk), str(tmp_path), "pref-sensitivity", *NAMES],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout
+
+
+@pytest.mark.realdata
+def test_hh_rlhf_loader():
+    from iclr25.core.data import DataNotFoundError
+    from iclr25.pref_sensitivity.data import load_hh_pairs
+
+    try:
+        pairs = load_hh_pairs(limit=50)
+    except DataNotFoundError as e:
+        pytest.skip(f"aihf/hh_rlhf_harmless_base_test.jsonl.gz not mirrored: {e}")
+    assert len(pairs) == 50
+    prompt, chosen, rejected = pairs[0]
+    assert prompt.startswith("\n\nHuman:") and prompt.endswith("Assistant:")
+    assert chosen and rejected and chosen != rejected
+
+
+@pytest.mark.realdata
+def test_hh_reward_sensitivity_real_data():
+    from iclr25.core.data import DataNotFoundError
+    from iclr25.pref_sensitivity.realdata import hh_reward_sensitivity
+
+    try:
+        r = hh_reward_sensitivity((2.0, 5.0, 10.0), n_responses=40, l2=1e-5)
+    except DataNotFoundError as e:
+        pytest.skip(f"aihf/hh_rlhf_harmless_base_test.jsonl.gz not mirrored: {e}")
+    assert r["n_pairs"] == 2307
+    assert r["heldout_accuracy"] > 0.55  # a real (if weak) reward model: chance is 0.5
+    f = list(r["by_lambda"].values())
+    assert 0 <= f[2] <= f[1] <= f[0] <= 1 and f[0] > 0
+
+
+def test_train_dpo_lm_checkpoint_resume_matches_uninterrupted(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from iclr25.pref_sensitivity import make_chain_data, tiny_gpt2_options, train_dpo_lm
+
+    torch.set_num_threads(1)
+    data = make_chain_data(0.9, 0.3, n_pairs=100)
+    m, b = tiny_gpt2_options(seed=1)
+    full = train_dpo_lm(m, b, data, steps=12, batch_size=16, seed=3)
+    m1, b1 = tiny_gpt2_options(seed=1)
+    train_dpo_lm(m1, b1, data, steps=6, batch_size=16, seed=3, checkpoint_dir=tmp_path / "ck", checkpoint_every=3)
+    assert (tmp_path / "ck" / "model.safetensors").is_file()
+    m2, b2 = tiny_gpt2_options(seed=1)  # a fresh start: the initial model is the reference
+    res = train_dpo_lm(m2, b2, data, steps=12, batch_size=16, seed=3, checkpoint_dir=tmp_path / "ck")
+    assert res["resumed_from"] == 6
+    np.testing.assert_allclose(res["loss_history"], full["loss_history"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res["implied"], full["implied"], atol=1e-6)
