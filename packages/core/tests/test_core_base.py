@@ -75,3 +75,26 @@ def test_run_cli_precedence(tmp_path, capsys):
     assert run_cli("prog", "demo", cmds, ["train", "--config", str(y)]) == 2
     assert "unknown key" in capsys.readouterr().err
     assert run_cli("prog", "demo", cmds, ["nope"]) == 2
+
+
+@dataclass
+class PositiveConfig:
+    n: int = 1
+
+    def __post_init__(self):
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+
+
+def test_run_cli_turns_bad_input_into_clean_errors(capsys, monkeypatch):
+    def run(cfg):
+        raise FileNotFoundError("data.jsonl: no such file")
+
+    cmds = {"go": Command(PositiveConfig, run, "go")}
+    assert run_cli("prog", "demo", cmds, ["go", "--n", "0"]) == 2
+    assert "n must be >= 1" in capsys.readouterr().err
+    assert run_cli("prog", "demo", cmds, ["go"]) == 2
+    assert "prog go: error: data.jsonl" in capsys.readouterr().err
+    monkeypatch.setenv("ICLR25_DEBUG", "1")
+    with pytest.raises(FileNotFoundError):
+        run_cli("prog", "demo", cmds, ["go"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import types
 import typing
@@ -181,8 +182,10 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     """Dispatch ``prog SUBCOMMAND [--config FILE] [flags]``; returns the exit code.
 
     ``prog --help`` lists the subcommands; ``prog SUB --help`` lists SUB's flags with defaults.
-    A :class:`ConfigError` or ``ValueError`` raised while parsing or validating is printed as
-    ``prog: error: ...`` with exit code 2 (no traceback).
+    A :class:`ConfigError` or ``ValueError`` raised while parsing or validating the config (e.g.
+    in the dataclass's ``__post_init__``), and a ``ValueError`` or ``FileNotFoundError`` raised by
+    the command itself (bad input data), is printed as ``prog SUB: error: ...`` with exit code 2,
+    without a traceback; set ``ICLR25_DEBUG=1`` to get the traceback instead.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     width = max(len(n) for n in commands) if commands else 0
@@ -202,10 +205,18 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     cmd = commands[name]
     try:
         cfg = parse_config(cmd.config, rest, prog=f"{prog} {name}", description=cmd.help)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:
+        if os.environ.get("ICLR25_DEBUG") == "1":
+            raise
         print(f"{prog} {name}: error: {e}", file=sys.stderr)
         return 2
     except SystemExit as e:  # tyro exits on --help (0) and on bad flags (2)
         return int(e.code or 0)
-    code = cmd.run(cfg)
+    try:
+        code = cmd.run(cfg)
+    except (ValueError, FileNotFoundError) as e:
+        if os.environ.get("ICLR25_DEBUG") == "1":
+            raise
+        print(f"{prog} {name}: error: {e}", file=sys.stderr)
+        return 2
     return int(code or 0)
