@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,7 @@ def _build_judge(cfg: JudgeConfig) -> Any:
     elif cfg.judge_backend == "hf":
         be = _hf_backend(cfg.judge_model, "auto", cfg.batch_size, True)
     else:
-        be = MockJudgeBackend(name=cfg.judge_model)
+        be = MockJudgeBackend()  # never labelled with a real judge model name
     return LLMJudge(be, templates, config=GenerationConfig(max_new_tokens=cfg.judge_max_tokens,
                                                            temperature=0.0), strict=cfg.strict_parse)
 
@@ -209,6 +209,20 @@ def cmd_bench(cfg: BenchConfig) -> int:
     return 0
 
 
+def _clean(name: str, fn: Callable[[Any], int]) -> Callable[[Any], int]:
+    """Print expected errors (bad input, existing output, missing file) as one line, exit code 2."""
+
+    def run(cfg: Any) -> int:
+        try:
+            return fn(cfg)
+        except (FileExistsError, FileNotFoundError, ValueError, KeyError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            print(f"iclr25-air-bench {name}: error: {msg}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-air-bench``; returns the exit code."""
     return run_cli(
@@ -216,11 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "AIR-Bench 2024 (ICLR 2025): regulation-aligned safety evaluation. "
         "run (model -> responses), judge (responses -> scores), report (scores -> tables/plot).",
         {
-            "run": Command(RunConfig, cmd_run, "send prompts to a model; cache responses (resumable)"),
-            "judge": Command(JudgeConfig, cmd_judge, "score responses with the LLM / keyword / embedding judge"),
-            "report": Command(ReportConfig, cmd_report, "refusal rates at levels 1-4: JSON, CSV, Markdown, plot"),
-            "reproduce": Command(ReproduceConfig, cmd_reproduce, "reproduce the paper's claims (CPU scale)"),
-            "bench": Command(BenchConfig, cmd_bench, "throughput: batched/concurrent vs one prompt at a time"),
+            "run": Command(RunConfig, _clean("run", cmd_run), "send prompts to a model; cache responses (resumable)"),
+            "judge": Command(JudgeConfig, _clean("judge", cmd_judge), "score responses with the LLM / keyword / embedding judge"),
+            "report": Command(ReportConfig, _clean("report", cmd_report), "refusal rates at levels 1-4: JSON, CSV, Markdown, plot"),
+            "reproduce": Command(ReproduceConfig, _clean("reproduce", cmd_reproduce), "reproduce the paper's claims (CPU scale)"),
+            "bench": Command(BenchConfig, _clean("bench", cmd_bench), "throughput: batched/concurrent vs one prompt at a time"),
         },
         argv,
     )

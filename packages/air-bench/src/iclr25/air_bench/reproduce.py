@@ -111,15 +111,21 @@ def scoring_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"max_abs_diff": max(diffs), "files": files}
 
 
-def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int = 50) -> dict[str, Any]:
-    """Steps 2-3: cross-validated embedding judge and keyword judge per responder file."""
+def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int = 50,
+                        encoder: Any = None) -> dict[str, Any]:
+    """Steps 2-3: cross-validated embedding judge and keyword judge per responder file.
+
+    ``encoder`` (``encode(texts) -> (n, d)``) defaults to :class:`MiniLMEncoder` with 128 tokens per
+    response in quick mode (the length all-MiniLM-L6-v2 was trained with) and 256 (its maximum) in
+    full mode."""
     from .embedding import MiniLMEncoder, cross_validated_scores
 
     groups = {k: v for k, v in _groups(rows).items() if len(v) >= min_rows
               and (not quick or (k[0] == "6d1d4a2" and k[1] in _QUICK_FILES))}
     sel = [r for rs in groups.values() for r in rs]
     t0 = time.perf_counter()
-    X = MiniLMEncoder().encode([r["response"] for r in sel])
+    enc = encoder or MiniLMEncoder(max_length=128 if quick else 256)
+    X = enc.encode([r["response"] for r in sel])
     t_embed = time.perf_counter() - t0
     gold = np.array([r["refusal_score"] for r in sel])
     pred = cross_validated_scores(X, gold, n_splits=5, seed=0, C=4.0)

@@ -105,6 +105,11 @@ class MockJudgeBackend:
         return out
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:  # client hung up (timeouts)
+        pass
+
+
 class StubChatServer:
     """A local OpenAI-compatible chat-completions server for tests and benchmarks.
 
@@ -177,7 +182,7 @@ class StubChatServer:
         return H
 
     def start(self) -> StubChatServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self._timer = threading.Timer(self.max_lifetime_s, self.stop)
