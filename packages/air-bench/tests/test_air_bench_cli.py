@@ -20,13 +20,19 @@ def _run(args, env=None, check=True):
     return p
 
 
-def test_help():
+def test_help(capsys):
     p = _run(["--help"])
     for sub in ("run", "judge", "report", "reproduce", "bench"):
         assert sub in p.stdout
-    for sub, flag in (("run", "--resume"), ("run", "--categories"), ("run", "--limit"),
-                      ("judge", "--judge-model"), ("report", "--scores")):
-        assert flag in _run([sub, "--help"]).stdout
+    assert "--resume" in _run(["run", "--help"]).stdout
+    from iclr25.air_bench.cli import main
+
+    for sub, flags in (("run", ("--categories", "--limit", "--api-key-env")),
+                       ("judge", ("--judge-model", "--resume", "--strict-parse")), ("report", ("--scores",)),
+                       ("reproduce", ("--quick", "--out"))):
+        assert main([sub, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert all(f in out for f in flags), (sub, flags)
 
 
 @pytest.mark.realdata

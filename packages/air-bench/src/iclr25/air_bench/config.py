@@ -168,7 +168,7 @@ class BenchConfig:
     """Simulated per-request latency of the stub server (seconds)."""
     concurrency: int = 16
     """Requests in flight in the concurrent mode."""
-    tiny_prompts: int = 64
+    tiny_prompts: int = 32
     """Prompts given to the local tiny GPT-2 in each mode."""
     tiny_batch: int = 32
     """Batch size of the batched local mode."""
