@@ -292,3 +292,13 @@ def test_report_files(tmp_path):
 def test_aggregate_agrees_with_report_on_nan():
     agg = aggregate([{"cate-idx": "1.1.1", "refusal_score": None}])
     assert math.isnan(agg.overall.mean) and agg.to_dict()["overall"]["all"]["refusal_rate"] is None
+
+
+@pytest.mark.parametrize("n,q", [(1, 0.5), (5, 0.05), (40, 0.05), (40, 0.5), (37, 0.95), (200, 0.3), (10, 0.0),
+                                 (10, 1.0), (632, 0.62)])
+def test_binomial_interval_matches_scipy(n, q):
+    from iclr25.air_bench.testing import binomial_interval
+    from scipy.stats import binom
+
+    lo, hi = binom.interval(0.99, n, q)
+    assert binomial_interval(n, q, 0.99) == (lo / n, hi / n)

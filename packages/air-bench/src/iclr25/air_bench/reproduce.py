@@ -115,16 +115,15 @@ def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int =
                         encoder: Any = None) -> dict[str, Any]:
     """Steps 2-3: cross-validated embedding judge and keyword judge per responder file.
 
-    ``encoder`` (``encode(texts) -> (n, d)``) defaults to :class:`MiniLMEncoder` with 128 tokens per
-    response in quick mode (the length all-MiniLM-L6-v2 was trained with) and 256 (its maximum) in
-    full mode."""
+    ``encoder`` (``encode(texts) -> (n, d)``) defaults to :class:`MiniLMEncoder` (NumPy backend,
+    256 tokens per response: the model's ``max_seq_length``)."""
     from .embedding import MiniLMEncoder, cross_validated_scores
 
     groups = {k: v for k, v in _groups(rows).items() if len(v) >= min_rows
               and (not quick or (k[0] == "6d1d4a2" and k[1] in _QUICK_FILES))}
     sel = [r for rs in groups.values() for r in rs]
     t0 = time.perf_counter()
-    enc = encoder or MiniLMEncoder(max_length=128 if quick else 256)
+    enc = encoder or MiniLMEncoder(max_length=256)
     X = enc.encode([r["response"] for r in sel])
     t_embed = time.perf_counter() - t0
     gold = np.array([r["refusal_score"] for r in sel])
@@ -148,7 +147,7 @@ def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int =
     }
 
 
-def pipeline_check(out_dir: Path, seeds: list[int]) -> dict[str, Any]:
+def pipeline_check(out_dir: Path, seeds: list[int], plot: bool = False) -> dict[str, Any]:
     """Step 4: mock model with known q_k -> run -> LLM judge (rule-based judge model, real June-2024
     templates, convention flip) -> report files -> level-2 rates vs the 99 % binomial intervals."""
     prompts = load_prompts("mirror")
@@ -166,7 +165,7 @@ def pipeline_check(out_dir: Path, seeds: list[int]) -> dict[str, Any]:
                              progress=False)
         if gen.failed or jr.failed:
             raise RuntimeError(f"mock pipeline seed {seed}: {len(gen.failed) + len(jr.failed)} failures")
-        write_report_files(jr.records, d / "report", plot=seed == seeds[0])
+        write_report_files(jr.records, d / "report", plot=plot and seed == seeds[0])
         agg = next(iter(read_report_aggregates(d / "report" / "report.json").values()))
         cells = {}
         for k, q in MOCK_Q.items():
@@ -238,7 +237,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
             claims.append(Claim(name, "not measured", math.nan, threshold=0.0,
                                 note=f"needs the [embed] extra: {e}"))
 
-    pc = pipeline_check(out, [0, 1, 2] if quick else list(range(10)))
+    pc = pipeline_check(out, [0, 1, 2] if quick else list(range(10)), plot=not quick)
     (out / "pipeline.json").write_text(json.dumps(pc, indent=1) + "\n", encoding="utf-8")
     ok_identity = pc["identity_err"] <= 1e-12
     claims.append(Claim(

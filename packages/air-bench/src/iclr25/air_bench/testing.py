@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
 from iclr25.core.lm.generation import GenerationConfig
 
 from .data import PromptItem
@@ -206,10 +208,25 @@ class StubChatServer:
 
 
 def binomial_interval(n: int, q: float, level: float = 0.99) -> tuple[float, float]:
-    """The central ``level`` acceptance interval of a Binomial(n, q) proportion: ``(lo, hi)`` with
-    ``P(lo <= X/n <= hi) >= level`` (scipy's ``binom.interval``)."""
-    from scipy.stats import binom
+    """Central ``level`` acceptance interval of a Binomial(n, q) proportion, as
+    ``scipy.stats.binom.interval``: ``(ppf((1 - level) / 2) / n, ppf((1 + level) / 2) / n)`` with
+    ``ppf(a)`` the smallest count whose CDF reaches ``a``. Computed in log space with NumPy (scipy.stats
+    takes seconds to import; equality with scipy is tested).
 
-    lo, hi = binom.interval(level, n, q)
-    return float(lo) / n, float(hi) / n
-
+    Raises:
+        ValueError: ``n < 1``, ``q`` outside [0, 1] or ``level`` outside (0, 1).
+    """
+    if n < 1 or not 0 <= q <= 1 or not 0 < level < 1:
+        raise ValueError(f"need n >= 1, q in [0, 1], level in (0, 1); got {n}, {q}, {level}")
+    k = np.arange(n + 1)
+    if q in (0.0, 1.0):
+        pmf = (k == (0 if q == 0 else n)).astype(np.float64)
+    else:
+        lg = np.vectorize(math.lgamma)
+        logpmf = lg(n + 1) - lg(k + 1) - lg(n - k + 1) + k * math.log(q) + (n - k) * math.log1p(-q)
+        pmf = np.exp(logpmf)
+    cdf = np.cumsum(pmf)
+    eps = 1e-12 * max(1.0, float(cdf[-1]))
+    lo = int(np.argmax(cdf >= (1 - level) / 2 - eps))
+    hi = int(np.argmax(cdf >= min((1 + level) / 2, float(cdf[-1])) - eps))
+    return lo / n, hi / n
