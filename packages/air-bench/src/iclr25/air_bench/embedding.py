@@ -85,13 +85,20 @@ class MiniLMEncoder:
             raise ValueError(f"backend must be 'numpy' or 'transformers', got {backend!r}")
 
     # ---- numpy BERT ------------------------------------------------------------------------------
-    def _tokenize(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
         tok = self.tokenizer
         tok.enable_truncation(max_length=self.max_length)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
-        enc = tok.encode_batch(texts)
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
+        tok.no_padding()
+        return [e.ids for e in tok.encode_batch(texts)]
+
+    @staticmethod
+    def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        T = max(len(x) for x in seqs)
+        ids = np.zeros((len(seqs), T), dtype=np.int64)
+        mask = np.zeros((len(seqs), T), dtype=np.float32)
+        for i, x in enumerate(seqs):
+            ids[i, :len(x)] = x
+            mask[i, :len(x)] = 1.0
         return ids, mask
 
     @staticmethod
@@ -120,11 +127,14 @@ class MiniLMEncoder:
                 w = W[p + name + ".weight"]
                 return (h.reshape(-1, w.shape[0]) @ w).reshape(*h.shape[:-1], w.shape[1]) + W[p + name + ".bias"]
 
-            q, k, v = (lin(x, f"attention.self.{n}").reshape(B, T, H, dh) for n in ("query", "key", "value"))
-            # einsum, not stacked matmul: OpenBLAS on many small (T, dh) slices is ~20x slower here
-            s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.float32(np.sqrt(dh)) + bias  # (B, H, T, T)
+            q, k, v = (np.ascontiguousarray(lin(x, f"attention.self.{n}").reshape(B, T, H, dh).transpose(0, 2, 1, 3))
+                       for n in ("query", "key", "value"))                     # (B, H, T, dh)
+            # einsum on contiguous heads, not stacked matmul: multithreaded OpenBLAS on many small
+            # (T, dh) slices is up to 10x slower on a loaded machine
+            kt = np.ascontiguousarray(k.transpose(0, 1, 3, 2))
+            s = np.einsum("bhqd,bhdk->bhqk", q, kt) / np.float32(np.sqrt(dh)) + bias  # (B, H, T, T)
             s = np.exp(s - s.max(-1, keepdims=True))
-            a = np.einsum("bhqk,bkhd->bqhd", s / s.sum(-1, keepdims=True), v).reshape(B, T, d)
+            a = np.einsum("bhqk,bhkd->bhqd", s / s.sum(-1, keepdims=True), v).transpose(0, 2, 1, 3).reshape(B, T, d)
             x = self._layer_norm(lin(a, "attention.output.dense") + x, W[p + "attention.output.LayerNorm.weight"],
                                  W[p + "attention.output.LayerNorm.bias"], eps)
             h = lin(x, "intermediate.dense")
@@ -144,16 +154,28 @@ class MiniLMEncoder:
             ``(n, 384) float32``, rows of unit L2 norm.
         """
         texts = [t if isinstance(t, str) else "" for t in texts]
-        order = np.argsort([len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.hidden_size), dtype=np.float32)
-        for s in range(0, len(texts), self.batch_size):
-            idx = order[s:s + self.batch_size]
-            batch = [texts[i] for i in idx]
+        if not texts:
+            return out
+        if self.backend == "numpy":
+            toks = self._tokenize(texts)
+            lengths = [len(x) for x in toks]
+        else:
+            lengths = [len(t) for t in texts]
+        order = np.argsort(lengths, kind="stable")
+        # batches of similar length: at most batch_size texts and batch_size * 64 padded tokens
+        batches: list[list[int]] = [[]]
+        for i in order:
+            b = batches[-1]
+            if b and (len(b) >= self.batch_size or (len(b) + 1) * lengths[i] > self.batch_size * 64):
+                batches.append(b := [])
+            b.append(int(i))
+        for idx in batches:
             if self.backend == "numpy":
-                ids, mask = self._tokenize(batch)
+                ids, mask = self._pad([toks[i] for i in idx])
                 h = self._forward_numpy(ids, mask)
             else:
-                h, mask = self._forward_torch(batch)
+                h, mask = self._forward_torch([texts[i] for i in idx])
             m = mask[..., None]
             e = (h * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
             out[idx] = e / np.clip(np.linalg.norm(e, axis=1, keepdims=True), 1e-12, None)
