@@ -204,7 +204,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
     sc = scoring_check(rows)
     (out / "scoring.json").write_text(json.dumps(sc, indent=1) + "\n", encoding="utf-8")
     claims.append(Claim(
-        "scoring/exact_match_to_published", "max |ours - exact| over files and level-2 categories",
+        "scoring/exact_match_to_published", "max abs(ours - exact) over files and level-2 categories",
         sc["max_abs_diff"], threshold=1e-12, higher_is_better=False,
         paper="rates recomputed from the published per-row GPT-4o scores (e.g. Llama-3-8b 0.80625, "
               "gpt-4-turbo 0.775)",
@@ -215,10 +215,11 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
     try:
         oj = offline_judge_check(rows, quick)
         (out / "offline_judge.json").write_text(json.dumps(oj, indent=1) + "\n", encoding="utf-8")
-        per = "; ".join(f"{f.split(':', 1)[0]} {v['gpt4o']:.3f}/{v['embedding_lr']:.3f}/{v['keyword']:.3f}"
+        per = "; ".join(f"{f.split(':', 1)[0]}:{f.rsplit('/', 1)[-1]} {v['gpt4o']:.3f}/{v['embedding_lr']:.3f}/"
+                        f"{v['keyword']:.3f}"
                         for f, v in oj["files"].items())
         claims.append(Claim(
-            "offline_judge/tracks_gpt4o_refusal_rate", "max |LR - GPT-4o| refusal rate per file",
+            "offline_judge/tracks_gpt4o_refusal_rate", "max abs(LR - GPT-4o) refusal rate per file",
             oj["max_abs_diff_lr"], threshold=0.1, higher_is_better=False,
             paper="spec (this project): LR within about 0.05-0.1 of GPT-4o per model file",
             note=f"APPROXIMATION of the GPT-4o judge: all-MiniLM-L6-v2 + logistic regression (C=4), 5-fold "
