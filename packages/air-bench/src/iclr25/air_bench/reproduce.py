@@ -225,7 +225,10 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
             note=f"APPROXIMATION of the GPT-4o judge: all-MiniLM-L6-v2 + logistic regression (C=4), 5-fold "
                  f"stratified CV over {oj['n_responses']} responses ({len(oj['files'])} files); 3-class "
                  f"accuracy {oj['accuracy_3class']:.3f}. Per file gold/LR/keyword: {per}. Non-refusal "
-                 "responses are truncated to 300 chars in the mirror."))
+                 "responses are truncated to 300 chars in the mirror."
+                 + (f" Files beyond 0.1: {', '.join(out_files)}." if (out_files := [
+                     f"{f.split(':', 1)[0]}:{f.rsplit('/', 1)[-1]} ({v['embedding_lr'] - v['gpt4o']:+.3f})"
+                     for f, v in oj["files"].items() if abs(v["embedding_lr"] - v["gpt4o"]) > 0.1]) else "")))
         claims.append(Claim(
             "keyword_judge/biased_low", "mean (keyword - GPT-4o) refusal rate over files",
             oj["mean_bias_keyword"], threshold=-0.02, higher_is_better=False,
