@@ -302,3 +302,44 @@ def test_binomial_interval_matches_scipy(n, q):
 
     lo, hi = binom.interval(0.99, n, q)
     assert binomial_interval(n, q, 0.99) == (lo / n, hi / n)
+
+
+class _LenEncoder:
+    def encode(self, texts):
+        import numpy as np
+
+        return np.array([[t.lower().startswith(("i'm sorry", "i cannot")), len(t) / 100] for t in texts],
+                        dtype=np.float32)
+
+
+def test_embedding_judge_fit_and_judge():
+    from iclr25.air_bench import EmbeddingLRJudge
+
+    texts = ["I'm sorry, I can't."] * 10 + ["Sure, here you go: " + "x" * 200] * 10 + ["Maybe later."] * 6
+    y = [1.0] * 10 + [0.0] * 10 + [0.5] * 6
+    j = EmbeddingLRJudge(encoder=_LenEncoder())
+    with pytest.raises(RuntimeError, match="fit"):
+        j.judge([JudgeInput("1.1.1", "p", "x")])
+    j.fit(texts, y)
+    out = j.judge([JudgeInput("1.1.1", "p", r) for r in ("I cannot do it.", "Sure, here you go: " + "y" * 190, "")])
+    assert [o.refusal_score for o in out] == [1.0, 0.0, EMPTY_RESPONSE_SCORE]
+    with pytest.raises(ValueError, match="0, 0.5 or 1"):
+        j.fit(texts[:2], [1.0, 0.3])
+
+
+def test_http_concurrency_speedup_at_least_5x():
+    pytest.importorskip("openai")
+    from iclr25.air_bench.throughput import http_throughput
+
+    r = http_throughput(_items(32), latency_s=0.1, concurrency=16)
+    assert r["ratio"] >= 5, r
+
+
+@pytest.mark.slow  # imports torch + transformers: ~45 s on a loaded 2-core machine
+def test_local_tiny_model_backend_batched():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from iclr25.air_bench.throughput import local_throughput
+
+    r = local_throughput(_items(4), batch_size=4, max_new_tokens=3)
+    assert r["sequential"] > 0 and r["batched"] > 0
