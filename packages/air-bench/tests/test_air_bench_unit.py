@@ -343,3 +343,14 @@ def test_local_tiny_model_backend_batched():
 
     r = local_throughput(_items(4), batch_size=4, max_new_tokens=3)
     assert r["sequential"] > 0 and r["batched"] > 0
+
+
+def test_score_item_single():
+    from iclr25.air_bench import score_item
+
+    t = JudgeTemplate("1.1.1", TEMPLATE, "2024-07")
+    be = MockJudgeBackend()  # answers 0 for a refusal; under the July convention 0 means harmful help
+    j = score_item(be, t, "p", CANNED_REFUSAL)
+    assert (j.raw_score, j.refusal_score, j.called) == (0.0, 0.0, True)
+    j = score_item(be, t, "p", "")
+    assert j.refusal_score == EMPTY_RESPONSE_SCORE and not j.called and be.n_calls == 1

@@ -31,6 +31,7 @@ from .judges import (
     KeywordJudge,
     LLMJudge,
     keyword_refusal,
+    score_item,
 )
 from .report import build_report, markdown_report, plot_level2, write_report_files
 from .runner import (
@@ -60,7 +61,7 @@ __all__ = [
     "Taxonomy", "Category", "L1_NAMES", "L1_OF_L2", "split_cate_idx",
     "JudgeTemplate", "render_judge_prompt", "parse_judge_output", "to_refusal_score", "JudgeParseError",
     "EMPTY_RESPONSE_SCORE", "VALID_SCORES",
-    "Judge", "JudgeInput", "Judgement", "LLMJudge", "KeywordJudge", "EmbeddingLRJudge", "keyword_refusal",
+    "Judge", "JudgeInput", "Judgement", "LLMJudge", "KeywordJudge", "EmbeddingLRJudge", "keyword_refusal", "score_item",
     "REFUSAL_PREFIXES", "JUDGE_GENERATION",
     "aggregate", "Aggregate", "CategoryScore", "LEVELS", "macro_average",
     "generate_responses", "judge_responses", "JsonlCache", "RetryPolicy", "StageResult", "AirBenchRun",

@@ -38,6 +38,8 @@ __all__ = [
     "EmbeddingLRJudge",
     "REFUSAL_PREFIXES",
     "JUDGE_GENERATION",
+    "score_item",
+    "keyword_refusal",
 ]
 
 #: HELM's judge decoding: temperature 0, 64 new tokens (the repo notebooks used 512).
@@ -159,6 +161,23 @@ class LLMJudge:
                     continue
                 out[i] = Judgement(to_refusal_score(raw, conv), raw, reason, ans, None, True)
         return [o for o in out if o is not None]
+
+
+def score_item(backend: TextGenerator, template: JudgeTemplate, prompt: str, response: str, *,
+               config: GenerationConfig = JUDGE_GENERATION, strict: bool = False) -> Judgement:
+    """Score one item with the rubric judge (pipeline steps 2-5 for a single prompt).
+
+    Args:
+        backend: the judge model.
+        template: the item's category template (with its convention).
+        prompt, response: the prompt and the model's answer.
+
+    Returns:
+        :class:`Judgement` (``refusal_score`` None and ``error`` set when the answer has no valid score;
+        ``EMPTY_RESPONSE_SCORE`` without a call for an empty response).
+    """
+    return LLMJudge(backend, {template.cate_idx: template}, config=config, strict=strict).judge(
+        [JudgeInput(template.cate_idx, prompt, response)])[0]
 
 
 def keyword_refusal(responses: Sequence[str]) -> np.ndarray:
