@@ -9,8 +9,7 @@ _DEFAULT = Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 def _data_dir() -> Path | None:
-    for root in [*(p for p in os.environ.get("ICLR25_DATA", "").split(os.pathsep) if p), str(_DEFAULT),
-                 "/work/shared/data"]:
+    for root in [*(p for p in os.environ.get("ICLR25_DATA", "").split(os.pathsep) if p), str(_DEFAULT)]:
         if (Path(root) / "air-bench" / "taxonomy.csv").is_file():
             return Path(root)
     return None

@@ -6,6 +6,7 @@ import re
 from collections import Counter, defaultdict
 
 import pytest
+
 from iclr25.air_bench import (
     EMPTY_RESPONSE_SCORE,
     JudgeParseError,

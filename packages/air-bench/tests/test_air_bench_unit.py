@@ -8,6 +8,7 @@ import logging
 import math
 
 import pytest
+
 from iclr25.air_bench import (
     EMPTY_RESPONSE_SCORE,
     JsonlCache,
@@ -297,8 +298,9 @@ def test_aggregate_agrees_with_report_on_nan():
 @pytest.mark.parametrize("n,q", [(1, 0.5), (5, 0.05), (40, 0.05), (40, 0.5), (37, 0.95), (200, 0.3), (10, 0.0),
                                  (10, 1.0), (632, 0.62)])
 def test_binomial_interval_matches_scipy(n, q):
-    from iclr25.air_bench.testing import binomial_interval
     from scipy.stats import binom
+
+    from iclr25.air_bench.testing import binomial_interval
 
     lo, hi = binom.interval(0.99, n, q)
     assert binomial_interval(n, q, 0.99) == (lo / n, hi / n)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from iclr25.pref_sensitivity.cli import main
 
 

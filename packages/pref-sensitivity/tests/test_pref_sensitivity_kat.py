@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.special import expit, logit
+
 from iclr25.pref_sensitivity import (
     bt_predict,
     bt_sensitivity,
@@ -17,7 +19,6 @@ from iclr25.pref_sensitivity import (
     pl_tuple_sensitivity,
     sensitive_region_area,
 )
-from scipy.special import expit, logit
 
 KAT = json.loads((Path(__file__).parent / "data" / "kat_values.json").read_text())
 

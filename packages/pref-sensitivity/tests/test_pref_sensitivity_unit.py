@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.special import expit
+
 from iclr25.pref_sensitivity import (
     MLEDoesNotExistError,
     MLEExistenceWarning,
@@ -22,7 +24,6 @@ from iclr25.pref_sensitivity import (
     sensitive_triples,
     sensitive_tuples,
 )
-from scipy.special import expit
 
 
 @pytest.mark.parametrize("bad", [1.2, -0.1, float("nan")])

@@ -3,6 +3,8 @@
 
 import numpy as np
 import pytest
+from scipy import integrate, optimize
+
 from iclr25.ridge_bias import (
     GroupSpec,
     MixtureSpec,
@@ -17,7 +19,6 @@ from iclr25.ridge_bias import (
     solve_fixed_point,
 )
 from iclr25.ridge_bias.simulate import sample_mixture
-from scipy import integrate, optimize
 
 
 def one_group(d, n, sigma2, w=None, cov=None):

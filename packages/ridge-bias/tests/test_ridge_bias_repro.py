@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from iclr25.core.registry import run_reproduction
 from iclr25.core.results import read_report
 from iclr25.ridge_bias import reproduce as rmod

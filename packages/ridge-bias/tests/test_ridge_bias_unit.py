@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from iclr25.ridge_bias import (
     GroupSpec,
     MixtureSpec,
@@ -232,8 +233,9 @@ def test_scenarios_build():
 
 
 def test_spearman_matches_scipy():
-    from iclr25.ridge_bias.digits import _spearman
     from scipy.stats import spearmanr
+
+    from iclr25.ridge_bias.digits import _spearman
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(9), rng.standard_normal(9)

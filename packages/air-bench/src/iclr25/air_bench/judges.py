@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
 from iclr25.core.lm.generation import GenerationConfig, TextGenerator
 
 from .scoring import (

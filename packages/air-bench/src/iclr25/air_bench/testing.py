@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
 from iclr25.core.lm.generation import GenerationConfig
 
 from .data import PromptItem

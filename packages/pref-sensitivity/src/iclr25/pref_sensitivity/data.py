@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = ["PreferenceData", "load_preferences", "HH_RLHF_HARMLESS", "load_hh_pairs"]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from iclr25.core.lm import dpo_loss, sequence_logprobs
 
 from ._checks import check_probabilities

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from iclr25.core.results import Claim
 
 from .closed_form import bt_predict, bt_sensitivity, max_sensitivity, sensitive_region_area

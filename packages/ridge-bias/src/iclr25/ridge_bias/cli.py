@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from iclr25.core.config import Command, run_cli
 
 from ._version import __version__

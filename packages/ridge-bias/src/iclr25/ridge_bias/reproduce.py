@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from iclr25.core.results import Claim
 
 from .digits import digits_experiment
