@@ -78,3 +78,9 @@ def test_claims_table_has_one_row_per_claim():
     t = claims_table([Claim("a", "m", 1, threshold=0), Claim("b", "m", 0, threshold=1)], slug="s")
     lines = t.splitlines()
     assert len(lines) == 4 and lines[0].startswith("| method |")
+
+
+def test_claims_table_escapes_pipes_and_newlines():
+    t = claims_table([Claim("a|b", "x | y", 1, threshold=0, paper="p\nq")])
+    row = t.splitlines()[2]
+    assert row.count(" | ") == 7 and "a\\|b" in row and "p q" in row

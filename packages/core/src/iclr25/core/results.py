@@ -151,6 +151,11 @@ def _fmt(x: float | None) -> str:
     return f"{x:.4g}"
 
 
+def _cell(text: str) -> str:
+    """Escape a Markdown table cell: pipes and line breaks would break the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
     """Markdown table of claims (one row each); a ``method`` column when ``slug`` is given."""
     head = ["claim", "metric", "ours", "baseline", "threshold", "dir", "paper", "holds"]
@@ -159,13 +164,13 @@ def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in claims:
         row = [
-            c.name,
-            c.metric,
+            _cell(c.name),
+            _cell(c.metric),
             _fmt(c.ours),
             _fmt(c.baseline),
             _fmt(c.threshold),
             "higher" if c.higher_is_better else "lower",
-            c.paper.replace("|", "/"),
+            _cell(c.paper),
             "yes" if c.holds else "**no**",
         ]
         if slug is not None:
