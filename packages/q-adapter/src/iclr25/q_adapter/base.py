@@ -65,7 +65,7 @@ class BaseLMConfig:
 
 
 QUICK_BASE = BaseLMConfig()
-FULL_BASE = BaseLMConfig(n_layer=4, n_embd=256, n_head=4, n_positions=256, seq_len=160, steps=1500)
+FULL_BASE = BaseLMConfig(n_layer=4, n_embd=256, n_head=4, n_positions=256, seq_len=128, steps=600, lr=2e-3)
 
 
 def general_corpus(cfg: BaseLMConfig) -> list[str]:

@@ -163,11 +163,12 @@ def cmd_train(a: TrainArgs) -> int:
                          max_steps=a.max_steps, seed=a.seed, checkpoint_every=a.checkpoint_every,
                          progress=not a.quiet)
     t0 = time.perf_counter()
-    hist = PreferenceTrainer(pol, train, tok.pad_token_id, tcfg, output_dir=out).train(resume=a.resume)
+    trainer = PreferenceTrainer(pol, train, tok.pad_token_id, tcfg, output_dir=out)
+    hist = trainer.train(resume=a.resume)
     pol.save_pretrained(out / "adapter")
     tok.save_pretrained(out / "adapter")
     final = hist[-1] if hist else {}
-    print(f"trained {a.method} on {len(train)} pairs: {len(hist)} steps in {time.perf_counter() - t0:.1f} s, "
+    print(f"trained {a.method} on {len(train)} pairs: {trainer.step} steps ({len(hist)} in this run) in {time.perf_counter() - t0:.1f} s, "
           f"final loss {final.get('loss', float('nan')):.4f}; adapter in {out / 'adapter'}")
     return 0
 
