@@ -36,6 +36,9 @@ def local_base(tmp_path):
 
 
 def test_train_generate_resume(tmp_path, local_base):
+    """One subprocess run (the installed entry module), then resume/generate/bad input in-process."""
+    from iclr25.q_adapter.cli import main
+
     data = tmp_path / "pairs.jsonl"
     data.write_text("\n".join(json.dumps({"prompt": f"Q{i}:", "chosen": f" yes {i}", "rejected": f" no {i}!"})
                               for i in range(6)) + "\n")
@@ -45,19 +48,20 @@ def test_train_generate_resume(tmp_path, local_base):
     r = _run("train", *common, "--epochs", "1")
     assert "trained q-adapter on 6 pairs: 3 steps" in r.stdout
     assert (out / "adapter" / "adapter_config.json").is_file()
-    r = _run("train", *common, "--epochs", "2", "--resume")
-    assert "6 steps" in r.stdout
+    assert main(["train", *common, "--epochs", "2", "--resume"]) == 0
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
-    g = _run("generate", "--prompt", "Q1:", "--adapter", str(out / "adapter"), "--base", str(local_base),
-             "--max-new-tokens", "5", "--quiet")
-    assert g.returncode == 0
+    assert main(["generate", "--prompt", "Q1:", "--adapter", str(out / "adapter"), "--base", str(local_base),
+                 "--max-new-tokens", "5", "--quiet"]) == 0
 
 
-def test_bad_input_is_an_error_not_a_traceback(tmp_path, local_base):
+def test_bad_input_is_an_error_not_a_traceback(tmp_path, local_base, capsys):
+    from iclr25.q_adapter.cli import main
+
     data = tmp_path / "bad.jsonl"
     data.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\nnot json\n')
-    r = _run("train", "--data", str(data), "--base", str(local_base), "--output-dir", str(tmp_path / "o"),
-             "--quiet", check=False)
-    assert r.returncode == 2
-    assert "bad.jsonl:2: malformed JSON" in r.stderr and "Traceback" not in r.stderr
+    code = main(["train", "--data", str(data), "--base", str(local_base), "--output-dir", str(tmp_path / "o"),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "bad.jsonl:2: malformed JSON" in err and "Traceback" not in err

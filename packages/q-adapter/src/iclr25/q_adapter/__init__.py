@@ -1,68 +1,39 @@
 """Q-Adapter (Li et al., ICLR 2025): customise a pre-trained LLM to a new preference by training a LoRA
-adapter as a residual soft Q-function, serving ``softmax((Q + alpha_0 log pi_1) / alpha~)``."""
+adapter as a residual soft Q-function, serving ``softmax((Q + alpha_0 log pi_1) / alpha~)``.
+
+Attributes are imported lazily (torch, transformers and peft load on first use), so the CLI's
+``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from ._version import __version__
-from .config import QAdapterConfig
-from .data import (
-    PreferencePair,
-    TokenizedPair,
-    collate_pairs,
-    load_dsp,
-    load_dsp_pairs,
-    load_hh_rlhf,
-    load_preference_jsonl,
-    split_hh_dialogue,
-    split_queries,
-    tokenize_pairs,
-)
-from .evaluate import evaluate_customization, general_nll, generation_throughput, pair_accuracy
-from .losses import (
-    action_mask,
-    implicit_scores,
-    policy_logits,
-    qadapter_loss,
-    residual_rewards,
-    sequence_rewards,
-    soft_values,
-)
-from .model import LoRAPolicy, QAdapterModel, check_causal_lm
-from .trainer import PreferenceTrainer, TrainerConfig, preference_step_loss
+
+_LAZY = {
+    "QAdapterConfig": "config",
+    "PreferencePair": "data", "TokenizedPair": "data", "collate_pairs": "data", "load_dsp": "data",
+    "load_dsp_pairs": "data", "load_hh_rlhf": "data", "load_preference_jsonl": "data",
+    "split_hh_dialogue": "data", "split_queries": "data", "tokenize_pairs": "data",
+    "evaluate_customization": "evaluate", "general_nll": "evaluate", "generation_throughput": "evaluate",
+    "pair_accuracy": "evaluate",
+    "action_mask": "losses", "implicit_scores": "losses", "policy_logits": "losses", "qadapter_loss": "losses",
+    "residual_rewards": "losses", "sequence_rewards": "losses", "soft_values": "losses",
+    "LoRAPolicy": "model", "QAdapterModel": "model", "check_causal_lm": "model",
+    "PreferenceTrainer": "trainer", "TrainerConfig": "trainer", "preference_step_loss": "trainer",
+    "train_qadapter": "trainer",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
 
 
-def train_qadapter(model, pairs, pad_token_id, cfg: TrainerConfig | None = None, **kwargs):
-    """Train ``model`` (a :class:`QAdapterModel`) on tokenised pairs; returns the per-step stats."""
-    return PreferenceTrainer(model, pairs, pad_token_id, cfg or TrainerConfig(), **kwargs).train()
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "__version__",
-    "QAdapterConfig",
-    "QAdapterModel",
-    "LoRAPolicy",
-    "check_causal_lm",
-    "PreferencePair",
-    "TokenizedPair",
-    "load_hh_rlhf",
-    "load_dsp",
-    "load_dsp_pairs",
-    "load_preference_jsonl",
-    "split_hh_dialogue",
-    "split_queries",
-    "tokenize_pairs",
-    "collate_pairs",
-    "policy_logits",
-    "soft_values",
-    "action_mask",
-    "residual_rewards",
-    "sequence_rewards",
-    "qadapter_loss",
-    "implicit_scores",
-    "TrainerConfig",
-    "PreferenceTrainer",
-    "preference_step_loss",
-    "train_qadapter",
-    "pair_accuracy",
-    "general_nll",
-    "generation_throughput",
-    "evaluate_customization",
-]
+def __dir__() -> list[str]:
+    return __all__

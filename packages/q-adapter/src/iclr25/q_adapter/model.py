@@ -49,15 +49,18 @@ def _inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> dic
     return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": pos}
 
 
-def _lora_config(cfg: QAdapterConfig):
+def _lora_config(cfg: QAdapterConfig, model: Any = None):
     from peft import LoraConfig, TaskType
 
+    # GPT-2 style Conv1D layers store weights transposed; tell peft up front (it would warn and fix it)
+    conv1d = getattr(getattr(model, "config", None), "model_type", None) in ("gpt2", "gpt_bigcode")
     return LoraConfig(
         task_type=TaskType.CAUSAL_LM,
         r=cfg.lora_r,
         lora_alpha=cfg.lora_alpha,
         lora_dropout=cfg.lora_dropout,
         target_modules=list(cfg.target_modules) if cfg.target_modules else None,
+        fan_in_fan_out=conv1d,
     )
 
 
@@ -75,7 +78,7 @@ class _PeftPolicy(torch.nn.Module):
 
             for p in base_model.parameters():
                 p.requires_grad_(False)
-            peft_model = get_peft_model(base_model, _lora_config(self.cfg))
+            peft_model = get_peft_model(base_model, _lora_config(self.cfg, base_model))
         self.peft_model = peft_model
 
     # --- forwards -------------------------------------------------------------------------------

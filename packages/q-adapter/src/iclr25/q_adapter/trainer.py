@@ -24,7 +24,7 @@ from .data import TokenizedPair, collate_pairs, iter_batches
 from .losses import action_mask
 from .model import LoRAPolicy, QAdapterModel, _PeftPolicy
 
-__all__ = ["TrainerConfig", "PreferenceTrainer", "preference_step_loss"]
+__all__ = ["TrainerConfig", "PreferenceTrainer", "preference_step_loss", "train_qadapter"]
 
 log = logging.getLogger(__name__)
 Method = Literal["q-adapter", "dpo", "sft"]
@@ -226,3 +226,9 @@ class PreferenceTrainer:
         self.save_checkpoint()
         log.info("%s: %d steps in %.1f s", self.cfg.method, self.step, time.perf_counter() - t0)
         return self.history
+
+
+def train_qadapter(model: QAdapterModel, pairs: Sequence[TokenizedPair], pad_token_id: int,
+                   cfg: TrainerConfig | None = None, **kwargs) -> list[dict[str, float]]:
+    """Train ``model`` on tokenised pairs with :class:`PreferenceTrainer`; returns the per-step stats."""
+    return PreferenceTrainer(model, pairs, pad_token_id, cfg or TrainerConfig(), **kwargs).train()
