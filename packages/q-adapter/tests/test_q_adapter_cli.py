@@ -65,3 +65,22 @@ def test_bad_input_is_an_error_not_a_traceback(tmp_path, local_base, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "bad.jsonl:2: malformed JSON" in err and "Traceback" not in err
+
+
+@pytest.mark.realdata
+def test_evaluate_on_dsp(tmp_path, local_base, need_file, capsys):
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--data", "dsp", "--base", str(local_base), "--output-dir", str(out), "--max-pairs", "4",
+                 "--batch-size", "2", "--epochs", "1", "--max-length", "32", "--max-prompt-length", "16",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--adapter", str(out / "adapter"), "--base", str(local_base), "--max-pairs", "4",
+                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(res) == {"pair_accuracy", "base_pair_accuracy", "general_nll", "base_general_nll", "forgetting"}
+    assert 0 <= res["pair_accuracy"] <= 1 and res["general_nll"] > 0

@@ -106,6 +106,8 @@ class ReproduceArgs:
 
     quick: bool = False
     out: Path = Path("results/q-adapter")
+    variant: Literal["code", "paper"] = "code"
+    """Q-Adapter loss in the DSP run (spec Sec. 4.2 prescribes the official code's)."""
     quiet: bool = False
 
 
@@ -246,7 +248,10 @@ def cmd_reproduce(a: ReproduceArgs) -> int:
 
     from .reproduce import reproduce
 
-    report = run_reproduction("q-adapter", reproduce, quick=a.quick, out_dir=a.out, version=__version__)
+    def fn(quick, out):
+        return reproduce(quick, out, variant=a.variant)
+
+    report = run_reproduction("q-adapter", fn, quick=a.quick, out_dir=a.out, version=__version__)
     print(report.to_markdown())
     print(f"{summarize(report.claims)} in {report.seconds:.1f} s; results in {a.out}/results.json")
     return 0
