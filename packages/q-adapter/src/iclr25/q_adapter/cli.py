@@ -66,6 +66,9 @@ class EvaluateArgs:
     max_length: int = 96
     max_prompt_length: int = 32
     n_general: int = 100
+    """Held-out helpful and harmless dialogues each for the forgetting metric."""
+    general_max_length: int = 128
+    """Tokens per general-text dialogue (capped at the model's context)."""
     quick: bool = True
     device: str = "auto"
     quiet: bool = False
@@ -199,7 +202,8 @@ def cmd_evaluate(a: EvaluateArgs) -> int:
     general = heldout_general_texts(a.n_general, a.n_general)
     res = {"pair_accuracy": pair_accuracy(pol, test, tok.pad_token_id),
            "base_pair_accuracy": pair_accuracy(pol, test, tok.pad_token_id, which="base"),
-           "general_nll": general_nll(pol, general, tok), "base_general_nll": general_nll(pol, general, tok, which="base")}
+           "general_nll": general_nll(pol, general, tok, max_length=a.general_max_length),
+           "base_general_nll": general_nll(pol, general, tok, which="base", max_length=a.general_max_length)}
     res["forgetting"] = res["general_nll"] - res["base_general_nll"]
     (Path(a.adapter) / "eval.json").write_text(json.dumps(res, indent=2) + "\n")
     print(json.dumps(res))

@@ -49,6 +49,10 @@ def general_nll(policy: _PeftPolicy, texts: Sequence[str], tokenizer: Any, *, ma
     """Mean per-token negative log-likelihood (nats/token) of general text under the policy
     (``which="policy"``: ``pi~`` for Q-Adapter, ``pi_theta`` for LoRA baselines) or the base
     (``which="base"``). Every token after the first counts. Uses forward passes only."""
+    conf = policy.peft_model.get_base_model().config
+    limit = getattr(conf, "n_positions", None) or getattr(conf, "max_position_embeddings", None)
+    if limit:
+        max_length = min(max_length, int(limit))
     enc = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     seqs = [([], ids[:max_length]) for ids in enc if len(ids) >= 2]
     if not seqs:
