@@ -199,8 +199,8 @@ def test_tabular_population_optimum():
 
 
 def _prompts(tok):
-    enc = tok(["Hello there, how", "Tell me a story about"], return_tensors="pt", padding=True,
-              padding_side="left")
+    tok.padding_side = "left"
+    enc = tok(["Hello there, how", "Tell me a story about"], return_tensors="pt", padding=True)
     return enc["input_ids"], enc["attention_mask"]
 
 

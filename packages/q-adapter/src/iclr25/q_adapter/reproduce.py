@@ -93,8 +93,10 @@ def run_dsp(s: ReproSettings, seed: int, *, progress: bool = False, out_dir: Pat
         if method == "q-adapter":
             res["base"] = {"pair_accuracy": pair_accuracy(pol, test, pad, which="base"),
                            "general_nll": general_nll(pol, general, tok, which="base")}
+            side, tok.padding_side = tok.padding_side, "left"
             enc = tok([p.prompt for p in load_dsp_pairs(records=recs, domain=s.domain, indices=te[:8])][::4],
-                      add_special_tokens=False, return_tensors="pt", padding=True, padding_side="left")
+                      add_special_tokens=False, return_tensors="pt", padding=True)
+            tok.padding_side = side
             res["throughput"] = generation_throughput(pol, enc["input_ids"], enc["attention_mask"],
                                                       max_new_tokens=32)
     for m in ("q-adapter", "dpo", "sft"):
