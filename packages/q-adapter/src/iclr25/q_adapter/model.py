@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +106,7 @@ class _PeftPolicy(torch.nn.Module):
     _policy_paths = ["adapter"]
 
     def _combine(self, logits: dict[str, torch.Tensor], policy: str) -> torch.Tensor:
-        if policy == "base" or policy == "adapter":
-            return logits[policy]
-        return logits["adapter"]
+        return logits["base" if policy == "base" else "adapter"]
 
     def _cache_kwarg(self) -> str:
         # transformers >= 5.2x names the KV cache ``cache``; older versions ``past_key_values``
@@ -346,6 +343,3 @@ class LoRAPolicy(_PeftPolicy):
             lb = self.base_log_probs(input_ids, attention_mask)[:, :-1].gather(-1, acts).squeeze(-1)
             s = s - (lb * mask).sum(-1)
         return s
-
-
-ScoreFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
