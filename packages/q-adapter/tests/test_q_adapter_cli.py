@@ -1,0 +1,86 @@
+"""CLI as a subprocess: --help, and a tiny train -> generate -> resume run on a local base folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args, env=None, check=True):
+    r = subprocess.run([sys.executable, "-m", "iclr25.q_adapter", *args], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    if check:
+        assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def test_help_lists_subcommands():
+    out = _run("--help").stdout
+    for sub in ("train", "evaluate", "generate", "tabular-check", "reproduce"):
+        assert sub in out
+    assert "--resume" in _run("train", "--help").stdout
+
+
+@pytest.fixture
+def local_base(tmp_path):
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    d = tmp_path / "base"
+    tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=96).save_pretrained(d)
+    byte_tokenizer().save_pretrained(d)
+    return d
+
+
+def test_train_generate_resume(tmp_path, local_base):
+    """One subprocess run (the installed entry module), then resume/generate/bad input in-process."""
+    from iclr25.q_adapter.cli import main
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"Q{i}:", "chosen": f" yes {i}", "rejected": f" no {i}!"})
+                              for i in range(6)) + "\n")
+    out = tmp_path / "run"
+    common = ["--data", str(data), "--base", str(local_base), "--output-dir", str(out), "--batch-size", "2",
+              "--max-length", "24", "--max-prompt-length", "8", "--quiet"]
+    r = _run("train", *common, "--epochs", "1")
+    assert "trained q-adapter on 6 pairs: 3 steps" in r.stdout
+    assert (out / "adapter" / "adapter_config.json").is_file()
+    assert main(["train", *common, "--epochs", "2", "--resume"]) == 0
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    assert main(["generate", "--prompt", "Q1:", "--adapter", str(out / "adapter"), "--base", str(local_base),
+                 "--max-new-tokens", "5", "--quiet"]) == 0
+
+
+def test_bad_input_is_an_error_not_a_traceback(tmp_path, local_base, capsys):
+    from iclr25.q_adapter.cli import main
+
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\nnot json\n')
+    code = main(["train", "--data", str(data), "--base", str(local_base), "--output-dir", str(tmp_path / "o"),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "bad.jsonl:2: malformed JSON" in err and "Traceback" not in err
+
+
+@pytest.mark.realdata
+def test_evaluate_on_dsp(tmp_path, local_base, need_file, capsys):
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--data", "dsp", "--base", str(local_base), "--output-dir", str(out), "--max-pairs", "4",
+                 "--batch-size", "2", "--epochs", "1", "--max-length", "32", "--max-prompt-length", "16",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--adapter", str(out / "adapter"), "--base", str(local_base), "--max-pairs", "4",
+                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(res) == {"pair_accuracy", "base_pair_accuracy", "general_nll", "base_general_nll", "forgetting"}
+    assert 0 <= res["pair_accuracy"] <= 1 and res["general_nll"] > 0

@@ -1,0 +1,44 @@
+"""Smoke test of reproduce() at tiny settings (real data), and the full quick run (slow)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from iclr25.core.results import Claim
+
+NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "dsp/pair_accuracy_vs_dpo",
+         "dsp/forgetting_lt_dpo", "dsp/forgetting_lt_sft"]
+
+
+@pytest.mark.realdata
+def test_reproduce_smoke(tmp_path, monkeypatch, need_file):
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter import reproduce as rp
+    from iclr25.q_adapter.base import BaseLMConfig
+
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    tiny = rp.ReproSettings(base=BaseLMConfig(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3, seq_len=32,
+                                              batch_size=4),
+                            n_train_queries=3, n_test_queries=2, max_length=40, max_prompt_length=16,
+                            n_general=3, tabular_iters=20)
+    monkeypatch.setattr(rp, "QUICK", tiny)
+    claims = rp.reproduce(True, tmp_path / "out")
+    assert [c.name for c in claims] == NAMES
+    assert all(isinstance(c, Claim) for c in claims)
+    assert (tmp_path / "out" / "raw.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_reproduce_quick_full(tmp_path, need_file):
+    need_file("dsp/domain_specific_preference.test.json")
+    from iclr25.core.registry import run_reproduction
+    from iclr25.q_adapter.reproduce import reproduce
+
+    rep = run_reproduction("q-adapter", reproduce, quick=True, out_dir=tmp_path)
+    assert [c.name for c in rep.claims] == NAMES
+    assert rep.claims[0].holds and rep.claims[1].holds
+    assert dataclasses.is_dataclass(rep)

@@ -1,0 +1,171 @@
+"""Unit tests: config, loaders and bad input, masks, saving/loading, trainer resume."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+
+import pytest
+import torch
+from iclr25.q_adapter import (
+    LoRAPolicy,
+    PreferencePair,
+    QAdapterConfig,
+    QAdapterModel,
+    TrainerConfig,
+    action_mask,
+    collate_pairs,
+    load_hh_rlhf,
+    load_preference_jsonl,
+    split_hh_dialogue,
+    tokenize_pairs,
+)
+from iclr25.q_adapter.trainer import PreferenceTrainer
+
+
+def test_config_defaults_and_variants(tmp_path):
+    c = QAdapterConfig()
+    assert (c.alpha_tilde, c.alpha_0, c.gamma, c.lora_r, c.lora_alpha) == (1.0, 0.01, 1.0, 8, 16)
+    assert (c.value_index, c.mask_alignment, c.normalize, c.reg_beta) == ("next", "shifted", "none", 0.0)
+    code = QAdapterConfig.official_code()
+    assert (code.value_index, code.mask_alignment, code.normalize, code.reg_beta) == ("same", "code", "padded", 0.1)
+    code.save(tmp_path / "c.json")
+    assert QAdapterConfig.load(tmp_path / "c.json") == code
+    with pytest.raises(ValueError, match="normalize"):
+        QAdapterConfig(normalize="mean")
+    with pytest.raises(ValueError, match="alpha_tilde"):
+        QAdapterConfig(alpha_tilde=0)
+
+
+def test_action_mask_alignments():
+    resp = torch.tensor([[0, 0, 1, 1, 0]])
+    attn = torch.tensor([[1, 1, 1, 1, 0]])
+    assert action_mask(resp, attn, "shifted").tolist() == [[0, 1, 1, 0]]
+    assert action_mask(resp, attn, "code").tolist() == [[0, 0, 1, 1]]
+
+
+def test_split_hh_last_assistant():
+    text = "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: and?\n\nAssistant: bye"
+    p, r = split_hh_dialogue(text)
+    assert p.endswith("and?\n\nAssistant:") and r == " bye"
+
+
+def test_hh_prefix_mismatch_and_empty(tmp_path, caplog):
+    rows = [
+        {"chosen": "\n\nHuman: a\n\nAssistant: x", "rejected": "\n\nHuman: a\n\nAssistant: y"},
+        # prefixes differ before the last assistant turn: split at the common part's last marker
+        {"chosen": "\n\nHuman: a\n\nAssistant: one\n\nHuman: b\n\nAssistant: c",
+         "rejected": "\n\nHuman: a\n\nAssistant: two"},
+        {"chosen": "\n\nHuman: a\n\nAssistant:", "rejected": "\n\nHuman: a\n\nAssistant: y"},  # empty
+    ]
+    p = tmp_path / "hh.jsonl.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write("\n".join(json.dumps(r) for r in rows))
+    with caplog.at_level(logging.INFO):
+        pairs = load_hh_rlhf(p)
+    assert len(pairs) == 2
+    assert pairs[1].prompt == "\n\nHuman: a\n\nAssistant:"
+    assert pairs[1].chosen.startswith(" one") and pairs[1].rejected == " two"
+    assert "'prefix_fixed': 1" in caplog.text and "'empty_response': 1" in caplog.text
+
+
+def test_malformed_jsonl_names_line(tmp_path):
+    p = tmp_path / "pairs.jsonl"
+    p.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n{"prompt": "p", "chosen": \n')
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: malformed JSON"):
+        load_preference_jsonl(p)
+    p.write_text('{"prompt": "p", "chosen": "a"}\n')
+    with pytest.raises(ValueError, match=r":1: missing field"):
+        load_preference_jsonl(p)
+    p.write_text('{"prompt": "  ", "chosen": "a", "rejected": "b"}\n')
+    with pytest.raises(ValueError, match=r":1: PreferencePair.prompt is empty"):
+        load_preference_jsonl(p)
+
+
+def test_empty_response_rejected():
+    with pytest.raises(ValueError, match="chosen is empty"):
+        PreferencePair("prompt", "", "b")
+
+
+def test_identical_after_truncation_dropped(tiny_lm, caplog):
+    _, tok = tiny_lm
+    pairs = [PreferencePair("Q:", " same start then A", " same start then B"), PreferencePair("Q:", " x", " y")]
+    with caplog.at_level(logging.WARNING):
+        out = tokenize_pairs(pairs, tok, max_length=8, max_prompt_length=3)
+    assert len(out) == 1
+    assert "dropped 1 of 2 pairs" in caplog.text
+    with pytest.raises(ValueError, match="identical after truncation"):
+        tokenize_pairs(pairs[:1], tok, max_length=8, max_prompt_length=3)
+
+
+def test_base_without_lm_head_rejected():
+    from transformers import GPT2Config, GPT2Model
+
+    bare = GPT2Model(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=50, n_positions=16))
+    with pytest.raises(ValueError, match="no causal-LM head"):
+        QAdapterModel(bare, QAdapterConfig())
+
+
+def test_collate_and_shapes(tiny_lm):
+    model, tok = tiny_lm
+    tp = tokenize_pairs([PreferencePair("Hi:", " yes", " no way"), PreferencePair("Hey there:", " a", " bb")], tok,
+                        max_length=32, max_prompt_length=16)
+    b = collate_pairs(tp, tok.pad_token_id)
+    assert b["input_ids"].shape[0] == 4
+    qm = QAdapterModel(model, QAdapterConfig())
+    q = qm.q_values(b["input_ids"], b["attention_mask"])
+    assert q.shape == (*b["input_ids"].shape, 258) and q.dtype == torch.float32
+    lp = qm.base_log_probs(b["input_ids"], b["attention_mask"])
+    assert not lp.requires_grad
+    r, m = qm.token_rewards(b["input_ids"], b["attention_mask"], b["response_mask"])
+    assert r.shape == m.shape == (4, b["input_ids"].shape[1] - 1)
+    loss, stats = qm.loss(b["input_ids"], b["attention_mask"], b["response_mask"])
+    loss.backward()
+    grads = [p.grad for n, p in qm.peft_model.named_parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads)
+    assert all(not p.requires_grad for n, p in qm.peft_model.named_parameters() if "lora_" not in n)
+
+
+def test_save_load_roundtrip(tiny_lm, tmp_path, lora_randomizer):
+    from iclr25.core.lm import tiny_causal_lm
+
+    model, tok = tiny_lm
+    cfg = QAdapterConfig(alpha_0=0.2, alpha_tilde=0.9)
+    qm = QAdapterModel(model, cfg)
+    lora_randomizer(qm.peft_model)
+    qm.save_pretrained(tmp_path / "ad")
+    assert (tmp_path / "ad" / "adapter_config.json").is_file()
+    fresh = tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128, seed=0)
+    qm2 = QAdapterModel.from_pretrained(fresh, tmp_path / "ad")
+    assert qm2.cfg == cfg
+    ids = tok(["hello world"], return_tensors="pt")["input_ids"]
+    qm.eval()
+    assert torch.allclose(qm.log_probs(ids), qm2.log_probs(ids), atol=1e-6)
+    with pytest.raises(ValueError, match="'q-adapter' adapter"):
+        LoRAPolicy.from_pretrained(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128), tmp_path / "ad")
+
+
+def _train(tok, model, out, steps, resume=False):
+    pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i}", f" bad {i}!") for i in range(8)], tok,
+                           max_length=24, max_prompt_length=8)
+    qm = QAdapterModel(model, QAdapterConfig(lora_dropout=0.0))
+    cfg = TrainerConfig(batch_size=2, epochs=2, max_steps=steps, learning_rate=1e-2, progress=False)
+    PreferenceTrainer(qm, pairs, tok.pad_token_id, cfg, output_dir=out).train(resume=resume)
+    return {n: p.detach().clone() for n, p in qm.peft_model.named_parameters() if p.requires_grad}
+
+
+def test_resume_matches_uninterrupted(tmp_path):
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    mk = lambda: tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=64, seed=0)  # noqa: E731
+    torch.manual_seed(0)
+    straight = _train(tok, mk(), tmp_path / "a", 6)
+    torch.manual_seed(0)
+    _train(tok, mk(), tmp_path / "b", 3)
+    resumed = _train(tok, mk(), tmp_path / "b", 6, resume=True)
+    for k in straight:
+        assert torch.allclose(straight[k], resumed[k], atol=1e-6), k
+    lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3, 4, 5, 6]
