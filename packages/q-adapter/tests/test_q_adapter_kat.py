@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from iclr25.core.lm import dpo_loss
 from iclr25.q_adapter import (
     QAdapterConfig,

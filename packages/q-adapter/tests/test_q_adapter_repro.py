@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from iclr25.core.results import Claim
 
 NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "dsp/pair_accuracy_vs_dpo",

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 import torch
+
 from iclr25.q_adapter import (
     LoRAPolicy,
     PreferencePair,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from iclr25.core.data import cache_dir
 from iclr25.core.seed import seed_everything
 
@@ -107,8 +108,9 @@ def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None 
     Returns: ``(model, tokenizer)`` — ``GPT2LMHeadModel`` in eval mode and a fast tokenizer.
     Raises: :class:`iclr25.core.data.DataNotFoundError` when the mirrored text is absent.
     """
-    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
     from tqdm.auto import tqdm
+
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
 
     t0 = time.perf_counter()
     seed_everything(cfg.seed)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = [

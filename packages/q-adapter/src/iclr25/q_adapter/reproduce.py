@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from iclr25.core.results import Claim
 from iclr25.core.seed import seed_everything
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from iclr25.core.lm import dpo_loss
 
 from .config import QAdapterConfig

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+
 from iclr25.core.lm import dpo_loss
 
 from .data import TokenizedPair, collate_pairs, iter_batches
