@@ -53,3 +53,9 @@ def data_dir():
 @pytest.fixture(scope="session")
 def count_reward():
     return _count_reward
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory):
+    """One iclr25 cache folder for the real-data tests of a session (the TF-IDF reward is trained once)."""
+    return tmp_path_factory.mktemp("iclr25-cache")
