@@ -26,7 +26,7 @@ def test_help_lists_subcommands():
 def test_train_help_in_process(capsys):
     assert main(["train", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "--vbon.n" in out and "--resume" in out and "--models.policy" in out
+    assert "--vbon.n" in out and "--resume" in out and "--policy" in out and "--reward-model" in out
 
 
 def test_bad_input_exits_2(tmp_path, capsys):
@@ -50,7 +50,7 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
     prompts.write_text("the movie is\na very\nthe plot and\ncast is a\n")
     monkeypatch.setenv("ICLR25_DATA", str(data_dir))
     monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
-    common = ["--models.policy", str(lm), "--prompts-file", str(prompts)]
+    common = ["--policy", str(lm), "--prompts-file", str(prompts)]
     assert main(["bon-sample", "--n", "4", "--max-new-tokens", "6", "--output", str(tmp_path / "b.jsonl"), *common]) == 0
     rows = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(row["best_reward"] == max(row["rewards"]) for row in rows)
@@ -67,3 +67,14 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
                  "--max-new-tokens", "6", *common]) == 0
     ev = json.loads((out / "eval.json").read_text())
     assert 0 <= ev["win_rate"] <= 1 and capsys.readouterr().out.strip().splitlines()[-1].startswith("evaluate:")
+
+
+@pytest.mark.parametrize("name", ["quick", "paper-imdb"])
+def test_yaml_presets_parse(name):
+    from pathlib import Path
+
+    from iclr25.core.config import config_from_dict, load_config_file
+    from iclr25.vbon.config import TrainArgs
+
+    a = config_from_dict(TrainArgs, load_config_file(Path(__file__).parents[1] / "configs" / f"{name}.yaml"))
+    assert a.vbon.kl_coef == pytest.approx(1 / (a.vbon.n - 1))

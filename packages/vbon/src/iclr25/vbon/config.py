@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
 
@@ -100,7 +102,7 @@ class TrainArgs:
     output_dir: Path = Path("runs/vbon")
     """Run folder: checkpoint/, metrics.jsonl, config.json, results.json."""
     vbon: VBoNConfig = field(default_factory=VBoNConfig)
-    models: ModelArgs = field(default_factory=ModelArgs)
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     """Training prompts (.txt one per line, or .jsonl with 'prompt'); default: 3-word prefixes of mirrored snippets."""
     num_prompts: int = 32
@@ -120,7 +122,7 @@ class EvaluateArgs:
 
     checkpoint: Path = Path("runs/vbon/checkpoint")
     """Policy to evaluate (a ``save_pretrained`` folder)."""
-    models: ModelArgs = field(default_factory=ModelArgs)
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     num_prompts: int = 32
     samples_per_prompt: int = 4
@@ -135,7 +137,7 @@ class BoNSampleArgs:
     """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy."""
 
     n: int = 8
-    models: ModelArgs = field(default_factory=ModelArgs)
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     num_prompts: int = 8
     max_new_tokens: int = 24
