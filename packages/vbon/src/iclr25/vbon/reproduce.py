@@ -86,7 +86,7 @@ def _bon_claim(ref, tok, reward, prompts, s: ReproSettings) -> tuple[Claim, dict
         zs.append(abs(z))
         rows[n] = {"win_rate": wr, "se": se, "expected": bon_win_rate(n), "z": z, "trials": len(reps)}
     detail = "; ".join(f"N={n}: {r['win_rate']:.3f}±{r['se']:.3f} vs {r['expected']:.3f}" for n, r in rows.items())
-    claim = Claim("bon/win_rate_exact", metric="max |z| of BoN win rate vs N/(N+1), N in " + str(list(s.bon_ns)),
+    claim = Claim("bon/win_rate_exact", metric="max abs z-score of BoN win rate vs N/(N+1), N in " + str(list(s.bon_ns)),
                   ours=max(zs), threshold=3.0, higher_is_better=False, paper="N/(N+1) (exact fact)",
                   note=f"{len(reps)} trials per N, each against one fresh reference sample (ties 1/2): {detail}")
     return claim, rows
@@ -105,7 +105,7 @@ def _kl_claim(seed: int) -> tuple[Claim, dict]:
         rows[n] = {"kl_enumerated": kl, "kl_analytic": bon_kl(n), "abs_diff": abs(kl - bon_kl(n))}
     worst = max(v["abs_diff"] for v in rows.values())
     detail = "; ".join(f"N={n}: {v['kl_enumerated']:.4f} vs {v['kl_analytic']:.4f}" for n, v in rows.items())
-    return Claim("bon/kl_exact", metric="max |KL_enum - (log N - (N-1)/N)| (nats), K=1000, N<=16",
+    return Claim("bon/kl_exact", metric="max abs(KL_enum - (log N - (N-1)/N)) (nats), K=1000, N<=16",
                  ours=worst, threshold=0.01, higher_is_better=False, paper="log N - (N-1)/N (exact fact)",
                  note=f"pi_ref ~ Dirichlet(1) over K=1000 outcomes, Gaussian rewards; the formula is the "
                       f"continuous limit, so a small gap is expected: {detail}"), rows
