@@ -88,7 +88,7 @@ class ModelArgs:
     reward_label: str = "POSITIVE"
     """Label whose logit is the reward (HF reward model)."""
     lm_size: Literal["quick", "full"] = "quick"
-    """Size of the embedded LM: quick 2 layers d=64; full 4 layers d=256."""
+    """Size of the embedded LM: quick 2 layers d=64; full 4 layers d=128."""
     device: str = "auto"
     """``auto``, ``cpu``, ``cuda``..."""
     threads: int = 1
