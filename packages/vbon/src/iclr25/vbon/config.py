@@ -41,8 +41,8 @@ class VBoNConfig:
     """Samples per prompt per step (RLOO group size, >= 2)."""
     prompts_per_step: int = 16
     """Prompts per policy step (official batch 32 sequences; CPU: 16 prompts x 4 samples)."""
-    steps: int = 20
-    """Policy updates (official ``total_steps=10000``; CPU quick: 20)."""
+    steps: int = 40
+    """Policy updates (official ``total_steps=10000``; CPU quick: 40, spec §4.2)."""
     lr: float = 3e-4
     """AdamW learning rate (official 3e-5 for GPT-2; the from-scratch tiny LM uses 3e-4)."""
     ppo_epochs: int = 1
