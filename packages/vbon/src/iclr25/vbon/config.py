@@ -1,0 +1,155 @@
+"""Configs (dataclasses; the CLI flags are generated from them with tyro).
+
+Paper defaults are cited; CPU-scale values are marked as such. Derived values (``kl_coef``) are
+computed, never taken as flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+import tyro
+
+__all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
+
+
+@dataclass
+class VBoNConfig:
+    """What to optimise and how (vBoN §3 / official ``ppo_sentiments.py``)."""
+
+    method: Literal["vbon", "rlhf"] = "vbon"
+    """``vbon``: reward from the BoN objective; ``rlhf``: raw reward ``r`` (the official ``--no-bon``)."""
+    n: int = 8
+    """BoN ``N`` that vBoN imitates (paper sweeps N via ``beta = 1/(N-1)``; README example beta=0.1 → N=11)."""
+    bound: Literal["exact", "l1"] = "exact"
+    """``exact``: ``log sum_i C(N,i) F^{N-i} pi_ref^{i-1}`` (Eq. 7); ``l1``: the lower bound ``log F`` (Eq. 9)."""
+    scale: Literal["paper", "code"] = "paper"
+    """Exact reward divided by ``N-1`` (paper, matches beta = 1/(N-1)) or by ``N`` (official code)."""
+    ref_logprob_scope: Literal["continuation", "full"] = "continuation"
+    """``log pi_ref(y)`` in the exact reward over the continuation, or over prompt + continuation (official code)."""
+    beta: float = 0.1
+    """KL coefficient of RLHF (``method=rlhf``); ignored by vBoN, whose coefficient is ``1/(N-1)``."""
+    m: int = 64
+    """Reference samples per training prompt for the empirical CDF (official: up to ~300; CPU quick: 64)."""
+    smoothing: Literal["add_one", "none"] = "add_one"
+    """Empirical CDF: official add-one ``(1 + #less)/(M+1)`` or plain ``#less/M``."""
+    algo: Literal["rloo", "ppo"] = "rloo"
+    """Policy gradient: RLOO (leave-one-out baseline) or PPO-clip epochs on the same advantages (official: PPO)."""
+    samples_per_prompt: int = 4
+    """Samples per prompt per step (RLOO group size, >= 2)."""
+    prompts_per_step: int = 16
+    """Prompts per policy step (official batch 32 sequences; CPU: 16 prompts x 4 samples)."""
+    steps: int = 40
+    """Policy updates (official ``total_steps=10000``; CPU quick: 40, spec §4.2)."""
+    lr: float = 3e-4
+    """AdamW learning rate (official 3e-5 for GPT-2; the from-scratch tiny LM uses 3e-4)."""
+    ppo_epochs: int = 1
+    """Optimisation passes per batch with ``algo=ppo`` (official 4)."""
+    clip: float = 0.2
+    """PPO ratio clip (official 0.2)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    max_new_tokens: int = 24
+    """Continuation length (official 40 GPT-2 tokens; CPU: 24 BPE tokens)."""
+    temperature: float = 1.0
+    """Sampling temperature (official 1.0, ``top_k=0``, ``top_p=1``)."""
+    seed: int = 0
+    """Seed for prompt order and sampling."""
+
+    def __post_init__(self) -> None:
+        if self.method not in ("vbon", "rlhf"):
+            raise ValueError(f"method must be 'vbon' or 'rlhf', got {self.method!r}")
+        if self.method == "vbon" and self.n < 2:
+            raise ValueError(f"n must be >= 2 for vBoN (got {self.n}); N = 1 is the reference policy itself")
+        if self.method == "rlhf" and not self.beta > 0:
+            raise ValueError(f"beta must be > 0, got {self.beta}")
+        if self.samples_per_prompt < 2:
+            raise ValueError("samples_per_prompt must be >= 2 (RLOO baseline)")
+        for f in ("m", "prompts_per_step", "steps", "max_new_tokens", "ppo_epochs"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
+
+    @property
+    def kl_coef(self) -> float:
+        """KL coefficient: ``1/(N-1)`` for vBoN (Eq. 9), ``beta`` for RLHF."""
+        return 1.0 / (self.n - 1) if self.method == "vbon" else self.beta
+
+
+@dataclass
+class ModelArgs:
+    """Which models to use. Defaults: the embedded tiny LM and the TF-IDF reward (CPU scale)."""
+
+    policy: str | None = None
+    """HF id or path of the reference/initial policy (paper: ``lvwerra/gpt2-imdb``); default: embedded tiny LM."""
+    reward_model: str | None = None
+    """HF sequence-classification id (paper: ``lvwerra/distilbert-imdb``); default: TF-IDF logistic regression."""
+    reward_label: str = "POSITIVE"
+    """Label whose logit is the reward (HF reward model)."""
+    lm_size: Literal["quick", "full"] = "quick"
+    """Size of the embedded LM: quick 2 layers d=64; full 4 layers d=128."""
+    device: str = "auto"
+    """``auto``, ``cpu``, ``cuda``..."""
+    threads: int = 1
+    """torch CPU threads (1 is fastest on a shared 2-core machine)."""
+
+
+@dataclass
+class TrainArgs:
+    """``iclr25-vbon train``: fine-tune a policy with vBoN (or the RLHF baseline)."""
+
+    output_dir: Path = Path("runs/vbon")
+    """Run folder: checkpoint/, metrics.jsonl, config.json, results.json."""
+    vbon: VBoNConfig = field(default_factory=VBoNConfig)
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
+    prompts_file: Path | None = None
+    """Training prompts (.txt one per line, or .jsonl with 'prompt'); default: 3-word prefixes of mirrored snippets."""
+    num_prompts: int = 32
+    """Training prompts taken from the mirror when no file is given."""
+    cdf_path: Path | None = None
+    """Reward-CDF cache JSONL (official formats accepted); built (and saved in the run folder) when absent."""
+    save_every: int = 10
+    """Checkpoint every this many steps."""
+    resume: bool = False
+    """Continue from ``output_dir/checkpoint``."""
+    quiet: bool = False
+
+
+@dataclass
+class EvaluateArgs:
+    """``iclr25-vbon evaluate``: win rate vs the reference, mean reward, KL to the reference."""
+
+    checkpoint: Path = Path("runs/vbon/checkpoint")
+    """Policy to evaluate (a ``save_pretrained`` folder)."""
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
+    prompts_file: Path | None = None
+    num_prompts: int = 32
+    samples_per_prompt: int = 4
+    max_new_tokens: int = 24
+    seed: int = 0
+    output: Path | None = None
+    """Write the metrics JSON here (default: next to the checkpoint)."""
+
+
+@dataclass
+class BoNSampleArgs:
+    """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy."""
+
+    n: int = 8
+    models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
+    prompts_file: Path | None = None
+    num_prompts: int = 8
+    max_new_tokens: int = 24
+    batch_size: int = 256
+    seed: int = 0
+    output: Path = Path("bon_samples.jsonl")
+    """One JSON line per prompt: prompt, best, best_reward, candidates, rewards."""
+
+
+@dataclass
+class ReproduceArgs:
+    """``iclr25-vbon reproduce``: the CPU-scale reproduction (writes results.json / results.md)."""
+
+    quick: bool = False
+    out: Path = Path("out/vbon")

@@ -1,0 +1,228 @@
+"""The vBoN trainer (and, with ``method="rlhf"``, the RLHF baseline) — spec §1.4–1.5.
+
+One step:
+
+1. sample ``prompts_per_step`` training prompts and ``k = samples_per_prompt`` continuations each from
+   ``pi_theta``;
+2. score them with the reward function ``r``;
+3. transform: vBoN → ``vbon_reward(log F̂(x, r), log pi_ref(y|x), N)``; RLHF → ``r``;
+4. fold the KL penalty into the sequence return: ``R = reward - beta * sum_t (log pi_theta - log pi_ref)``
+   with ``beta = 1/(N-1)`` (vBoN) or the RLHF ``beta``;
+5. leave-one-out (RLOO) advantages within each prompt's ``k`` samples; REINFORCE, or PPO-clip epochs.
+
+The model and optimiser go through ``accelerate.Accelerator`` so the same code runs under
+``accelerate launch`` (DDP/FSDP); on one CPU it is a thin wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .cdf import RewardCDFCache
+from .config import VBoNConfig
+from .objective import kl_k3, policy_gradient_loss, rloo_advantages, vbon_reward
+from .rewards import RewardFn, call_reward
+from .sampling import response_logprobs, sample, sample_texts
+
+__all__ = ["VBoNTrainer", "evaluate_policy", "win_rate"]
+
+log = logging.getLogger(__name__)
+
+
+def win_rate(policy_rewards, ref_rewards) -> tuple[float, float]:
+    """Win rate of policy samples against paired reference samples (ties count 1/2) and its standard error.
+
+    Args:
+        policy_rewards, ref_rewards: ``(B,)`` rewards, paired element-wise (same prompt).
+
+    Returns:
+        ``(mean, standard_error)``.
+    """
+    a = torch.as_tensor(policy_rewards, dtype=torch.float64)
+    b = torch.as_tensor(ref_rewards, dtype=torch.float64)
+    if a.shape != b.shape or a.numel() == 0:
+        raise ValueError(f"win_rate needs two non-empty equal-shape vectors, got {tuple(a.shape)} and {tuple(b.shape)}")
+    w = (a > b).double() + 0.5 * (a == b).double()
+    se = float(w.std(unbiased=True) / math.sqrt(w.numel())) if w.numel() > 1 else float("nan")
+    return float(w.mean()), se
+
+
+@torch.no_grad()
+def evaluate_policy(policy, ref_policy, tokenizer, reward_fn: RewardFn, prompts: Sequence[str],
+                    samples_per_prompt: int = 4, max_new_tokens: int = 24, ref_rewards: torch.Tensor | None = None,
+                    temperature: float = 1.0) -> dict[str, float]:
+    """Win rate against fresh reference samples, mean reward and ``KL(pi_theta || pi_ref)`` (spec §4.2).
+
+    Args:
+        policy, ref_policy, tokenizer: models sharing one tokenizer.
+        reward_fn: ``(prompts, continuations) -> (B,)``.
+        prompts: ``P`` evaluation prompts.
+        samples_per_prompt: ``k`` policy samples per prompt (``B = P k``).
+        ref_rewards: optional ``(P k,)`` rewards of independent reference samples (the same pool can be
+            shared between policies); drawn here when ``None``.
+
+    Returns:
+        dict with ``win_rate``, ``win_rate_se``, ``reward``, ``reward_se``, ``kl`` (mean of
+        ``sum_t log pi_theta - log pi_ref`` over policy samples), ``kl_se``, ``kl_k3`` (official estimator).
+    """
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("evaluate_policy: the prompt set is empty")
+    s = sample(policy, tokenizer, prompts, samples_per_prompt, max_new_tokens, temperature)
+    r = call_reward(reward_fn, s.prompts, s.continuations)
+    lp = response_logprobs(policy, s)
+    lr = response_logprobs(ref_policy, s)
+    mask = s.response_mask.to(lp.dtype)
+    kl_seq = ((lp - lr) * mask).sum(1).double().cpu()
+    k3 = kl_k3(lp, lr, mask).double().cpu()
+    if ref_rewards is None:
+        ref_txt = sample_texts(ref_policy, tokenizer, prompts, samples_per_prompt, max_new_tokens)
+        ref_rewards = call_reward(reward_fn, s.prompts, [t for row in ref_txt for t in row])
+    wr, wr_se = win_rate(r, ref_rewards)
+    n = r.numel()
+    return {"win_rate": wr, "win_rate_se": wr_se, "reward": float(r.mean()), "reward_se": float(r.std() / math.sqrt(n)),
+            "kl": float(kl_seq.mean()), "kl_se": float(kl_seq.std() / math.sqrt(n)), "kl_k3": float(k3.mean()),
+            "n_samples": n}
+
+
+class VBoNTrainer:
+    """Policy-gradient fine-tuning towards ``pi_BoN`` (vBoN) or with the raw reward (RLHF).
+
+    Args:
+        policy: the trainable causal LM (initialised from ``ref_policy``; it is modified in place).
+        ref_policy: the frozen reference ``pi_ref``.
+        tokenizer: shared tokenizer.
+        reward_fn: ``(prompts, continuations) -> (B,)`` floats.
+        prompts: training prompts (non-empty).
+        config: :class:`~iclr25.vbon.config.VBoNConfig`.
+        cdf: the reward CDF cache of the training prompts (required for ``method="vbon"``).
+        accelerator: an ``accelerate.Accelerator`` (default: a new one).
+
+    Raises:
+        ValueError: empty prompts, or a vBoN run without a CDF cache / with prompts missing from it.
+    """
+
+    def __init__(self, policy, ref_policy, tokenizer, reward_fn: RewardFn, prompts: Sequence[str],
+                 config: VBoNConfig = VBoNConfig(), cdf: RewardCDFCache | None = None, accelerator=None) -> None:
+        from accelerate import Accelerator
+
+        self.cfg = config
+        self.prompts = list(prompts)
+        if not self.prompts:
+            raise ValueError("VBoNTrainer: the prompt set is empty")
+        if config.method == "vbon":
+            if cdf is None:
+                raise ValueError("method='vbon' needs a RewardCDFCache of the training prompts (cdf=...)")
+            cdf.rows(self.prompts)  # raises KeyError naming a missing prompt
+        self.cdf = cdf
+        self.tokenizer = tokenizer
+        self.reward_fn = reward_fn
+        self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        opt = torch.optim.AdamW(policy.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-6)
+        self.policy, self.optimizer = self.accelerator.prepare(policy, opt)
+        self.ref_policy = ref_policy.to(self.accelerator.device).eval()
+        for p in self.ref_policy.parameters():
+            p.requires_grad_(False)
+        self.step = 0
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.history: list[dict[str, float]] = []
+
+    @property
+    def unwrapped(self):
+        return self.accelerator.unwrap_model(self.policy)
+
+    def transformed_reward(self, prompts: Sequence[str], r: torch.Tensor, log_ref: torch.Tensor) -> torch.Tensor:
+        """The sequence reward before the KL penalty: vBoN (exact / L1) or the raw ``r`` (RLHF)."""
+        if self.cfg.method == "rlhf":
+            return r
+        lf = self.cdf.log_cdf(prompts, r)
+        return vbon_reward(lf, log_ref, self.cfg.n, self.cfg.bound, self.cfg.scale)
+
+    def train_step(self) -> dict[str, float]:
+        """One rollout + update. Returns the step's metrics."""
+        cfg = self.cfg
+        idx = torch.randint(len(self.prompts), (cfg.prompts_per_step,), generator=self.generator)
+        batch = [self.prompts[i] for i in idx.tolist()]
+        torch.manual_seed(cfg.seed * 100_003 + self.step)
+        model = self.unwrapped
+        s = sample(model, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens, cfg.temperature)
+        r = call_reward(self.reward_fn, s.prompts, s.continuations)
+        with torch.no_grad():
+            old = response_logprobs(self.policy, s)
+            mask_full = s.response_mask + (s.prompt_mask if cfg.ref_logprob_scope == "full" else 0)
+            ref_all = response_logprobs(self.ref_policy, s, mask_full)
+            ref = ref_all * s.response_mask
+        maskf = s.response_mask.to(old.dtype)
+        kl_seq = ((old - ref) * maskf).sum(1)
+        rew = self.transformed_reward(s.prompts, r, ref_all.sum(1).double().cpu()).to(old.dtype).to(old.device)
+        returns = rew - cfg.kl_coef * kl_seq
+        adv = rloo_advantages(returns, cfg.samples_per_prompt)
+        self.policy.train()
+        epochs = cfg.ppo_epochs if cfg.algo == "ppo" else 1
+        for _ in range(epochs):
+            logp = response_logprobs(self.policy, s)
+            loss = policy_gradient_loss(logp, old, maskf, adv, clip=cfg.clip if cfg.algo == "ppo" else None)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.accelerator.backward(loss)
+            self.accelerator.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+        self.step += 1
+        m = {"step": self.step, "reward": float(r.mean()), "vbon_reward": float(rew.mean()),
+             "kl": float(kl_seq.mean()), "return": float(returns.mean()), "loss": float(loss.detach())}
+        self.history.append(m)
+        return m
+
+    def train(self, steps: int | None = None, progress: bool = True, checkpoint_dir: Path | None = None,
+              save_every: int = 0, metrics_path: Path | None = None) -> list[dict[str, float]]:
+        """Run ``steps`` (default ``config.steps``) updates from the current step; checkpoint every
+        ``save_every`` steps into ``checkpoint_dir``; append per-step metrics to ``metrics_path``."""
+        from tqdm.auto import tqdm
+
+        total = self.cfg.steps if steps is None else steps
+        bar = tqdm(range(self.step, total), desc=f"{self.cfg.method} N={self.cfg.n}" if self.cfg.method == "vbon"
+                   else f"rlhf beta={self.cfg.beta}", disable=not progress, leave=False)
+        for _ in bar:
+            t0 = time.perf_counter()
+            m = self.train_step()
+            m["seconds"] = time.perf_counter() - t0
+            bar.set_postfix(reward=f"{m['reward']:.2f}", kl=f"{m['kl']:.2f}")
+            if metrics_path is not None:
+                with open(metrics_path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(m) + "\n")
+            if checkpoint_dir is not None and save_every and (self.step % save_every == 0 or self.step == total):
+                self.save_checkpoint(checkpoint_dir)
+        return self.history
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """``save_pretrained`` policy (safetensors) + tokenizer + ``trainer_state.pt`` (optimizer, step, RNG)."""
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            self.unwrapped.save_pretrained(d)
+            self.tokenizer.save_pretrained(d)
+            torch.save({"optimizer": self.optimizer.state_dict(), "step": self.step,
+                        "generator": self.generator.get_state(), "torch_rng": torch.get_rng_state()},
+                       d / "trainer_state.pt")
+        return d
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore policy weights, optimizer, step and RNG from :meth:`save_checkpoint` output."""
+        from safetensors.torch import load_file
+
+        d = Path(path)
+        if not (d / "trainer_state.pt").is_file():
+            raise FileNotFoundError(f"no checkpoint in {d} (expected trainer_state.pt); run without --resume")
+        self.unwrapped.load_state_dict(load_file(str(d / "model.safetensors")), strict=False)
+        st = torch.load(d / "trainer_state.pt", weights_only=True)
+        self.optimizer.load_state_dict(st["optimizer"])
+        self.step = int(st["step"])
+        self.generator.set_state(st["generator"])
+        torch.set_rng_state(st["torch_rng"])

@@ -1,0 +1,80 @@
+"""CLI: ``--help`` as a subprocess; error exits and a tiny bon-sample / train / --resume / evaluate run
+in-process through ``cli.main`` (the same code path, without paying the import cost per call)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from iclr25.vbon.cli import main
+
+
+def _run(args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "iclr25.vbon", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_help_lists_subcommands():
+    r = _run(["--help"])
+    assert r.returncode == 0
+    for cmd in ("bon-sample", "train", "evaluate", "reproduce"):
+        assert cmd in r.stdout
+
+
+
+def test_train_help_in_process(capsys):
+    assert main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--vbon.n" in out and "--resume" in out and "--policy" in out and "--reward-model" in out
+
+
+def test_bad_input_exits_2(tmp_path, capsys):
+    assert main(["train", "--vbon.n", "1", "--output-dir", str(tmp_path)]) == 2
+    assert "n must be >= 2" in capsys.readouterr().err
+    assert main(["train", "--resume", "--output-dir", str(tmp_path / "none")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    assert main(["bon-sample", "--prompts-file", str(empty)]) == 2
+    assert "empty" in capsys.readouterr().err
+
+
+@pytest.mark.realdata
+def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, monkeypatch, capsys):
+    model, tok = tiny_lm
+    lm = tmp_path / "lm"
+    model.save_pretrained(lm)
+    tok.save_pretrained(lm)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("the movie is\na very\nthe plot and\ncast is a\n")
+    monkeypatch.setenv("ICLR25_DATA", str(data_dir))
+    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
+    common = ["--policy", str(lm), "--prompts-file", str(prompts)]
+    assert main(["bon-sample", "--n", "4", "--max-new-tokens", "6", "--output", str(tmp_path / "b.jsonl"), *common]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(row["best_reward"] == max(row["rewards"]) for row in rows)
+    out = tmp_path / "run"
+    base = ["train", "--output-dir", str(out), "--vbon.m", "8", "--vbon.prompts-per-step", "2",
+            "--vbon.samples-per-prompt", "2", "--vbon.max-new-tokens", "6", "--save-every", "1", "--quiet", *common]
+    assert main([*base, "--vbon.steps", "2"]) == 0
+    assert (out / "checkpoint" / "trainer_state.pt").is_file() and (out / "reward_cdf.jsonl").is_file()
+    assert main([*base, "--vbon.steps", "3", "--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 3
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+    assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--num-prompts", "4", "--samples-per-prompt", "2",
+                 "--max-new-tokens", "6", *common]) == 0
+    ev = json.loads((out / "eval.json").read_text())
+    assert 0 <= ev["win_rate"] <= 1 and capsys.readouterr().out.strip().splitlines()[-1].startswith("evaluate:")
+
+
+@pytest.mark.parametrize("name", ["quick", "paper-imdb"])
+def test_yaml_presets_parse(name):
+    from pathlib import Path
+
+    from iclr25.core.config import config_from_dict, load_config_file
+    from iclr25.vbon.config import TrainArgs
+
+    a = config_from_dict(TrainArgs, load_config_file(Path(__file__).parents[1] / "configs" / f"{name}.yaml"))
+    assert a.vbon.kl_coef == pytest.approx(1 / (a.vbon.n - 1))
