@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from iclr25.vbon.cli import main
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from iclr25.vbon import (
     bon_distribution,
     bon_distribution_sum_form,

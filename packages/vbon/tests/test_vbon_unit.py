@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+
 from iclr25.vbon import (
     RewardCDFCache,
     VBoNConfig,

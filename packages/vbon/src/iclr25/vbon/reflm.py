@@ -105,8 +105,9 @@ def pretrain_reference_lm(texts: list[str], cfg: RefLMConfig = RefLMConfig(), pr
     Returns:
         ``(model, tokenizer)``; the model in eval mode on CPU.
     """
-    from iclr25.core.lm import tiny_causal_lm
     from tqdm.auto import tqdm
+
+    from iclr25.core.lm import tiny_causal_lm
 
     if not texts:
         raise ValueError("pretrain_reference_lm: no texts")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from iclr25.core.results import Claim
 
 from .bon import bon_distribution, bon_kl, bon_win_rate, kl_divergence

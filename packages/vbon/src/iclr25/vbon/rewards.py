@@ -148,8 +148,9 @@ class HFRewardModel:
 
     def __init__(self, model_id: str, label: str | int = "POSITIVE", batch_size: int = 32, device: str = "auto",
                  max_length: int = 512) -> None:
-        from iclr25.core.seed import choose_device
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from iclr25.core.seed import choose_device
 
         self.device = choose_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model_id)
