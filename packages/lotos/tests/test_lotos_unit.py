@@ -177,3 +177,66 @@ def test_eps_outside_unit_interval_raises(eps):
 def test_power_qr_bad_k():
     with pytest.raises(ValueError, match="input dimension"):
         power_qr(lambda x: x, torch.randn(3, 2), 1)
+
+
+def test_black_box_reuses_precomputed_examples():
+    from iclr25.lotos.evaluation import black_box_robust_accuracy, make_attack, surrogate_examples
+
+    torch.manual_seed(0)
+    x = torch.rand(60, 1, 4, 4)
+    w = torch.randn(3, 16)
+    y = (x.flatten(1) @ w.T).argmax(1)  # labels the models below mostly get right
+
+    def lin():
+        m = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
+        with torch.no_grad():
+            m[1].weight.copy_(w + 0.3 * torch.randn(3, 16))
+            m[1].bias.zero_()
+        return m
+
+    sur = [lin() for _ in range(2)]
+    tgt = Ensemble([lin() for _ in range(2)])
+    a = black_box_robust_accuracy(sur, tgt, x, y, make_attack(0.3, 5, None, 1))
+    adv = surrogate_examples(sur, x, y, eps=0.3, steps=5, seed=0)
+    b = black_box_robust_accuracy(sur, tgt, x, y, x_advs=adv)
+    assert a[2] == b[2] and all(0 <= v <= 1 for v in a[2])  # finite, identical
+    with pytest.raises(ValueError, match="x_advs"):
+        black_box_robust_accuracy(sur, tgt, x, y, x_advs=adv[:1])
+
+
+def test_missing_cifar10_names_file(tmp_path, monkeypatch):
+    from iclr25.core.data import DataNotFoundError
+    from iclr25.lotos.data import load_data
+
+    monkeypatch.setenv("ICLR25_DATA", str(tmp_path))
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DataNotFoundError, match="cifar-10-batches-py/data_batch_1"):
+        load_data("cifar10")
+    with pytest.raises(ValueError, match="unknown data set"):
+        load_data("mnist")
+
+
+def test_digits_loader_shapes():
+    from iclr25.lotos.data import load_data
+
+    d = load_data("digits", n_train=100, n_test=50)
+    assert d.x_train.shape == (100, 1, 16, 16) and d.x_test.shape == (50, 1, 16, 16)
+    assert float(d.x_train.max()) <= 1.0 and d.y_train.dtype == torch.int64
+    assert torch.bincount(d.y_train, minlength=10).tolist() == [10] * 10  # class-balanced subset
+
+
+@pytest.mark.realdata
+def test_cifar10_subset_loader():
+    import os
+    from pathlib import Path
+
+    if not (Path(os.environ.get("ICLR25_DATA", "")) / "cifar10-subset" / "cifar10_subset.npz").is_file():
+        pytest.skip("needs cifar10-subset/cifar10_subset.npz under ICLR25_DATA")
+    from iclr25.lotos.data import load_data
+
+    d = load_data("cifar10-subset", n_train=200, n_test=100, image_size=16)
+    assert d.x_train.shape == (200, 3, 16, 16) and d.x_test.shape == (100, 3, 16, 16)
+    assert torch.bincount(d.y_test, minlength=10).tolist() == [10] * 10
+    full = load_data("cifar10-subset")
+    assert full.x_train.shape == (4000, 3, 32, 32)
+    assert abs(float(full.x_train[:, 0].mean()) - 0.4911) < 1e-3  # PROVENANCE.md channel mean

@@ -11,7 +11,7 @@ import logging
 import torch
 from torch import Tensor, nn
 
-from .spectral import linear_operator, power_qr, power_qr_step
+from .spectral import gram_operator, linear_operator, power_qr, power_qr_step
 
 __all__ = ["SpectralClip", "spectral_layers", "wrap_layers", "refresh_vectors"]
 
@@ -102,14 +102,14 @@ class SpectralClip(nn.Module):
         """(Re)initialise ``V`` for inputs of shape ``in_shape`` (without batch) by PowerQR."""
         w = self.module.weight
         self.V = torch.empty(self.k, *in_shape, device=w.device, dtype=w.dtype)
-        V, s = power_qr(self.op, self._noise(), n_iters or self.init_iters)
+        V, s = power_qr(self.op, self._noise(), n_iters or self.init_iters, gram_operator(self.module))
         self.V.copy_(V)
         self.sigma.copy_(s)
 
     @torch.no_grad()
     def power_step(self) -> Tensor:
         """One warm-started PowerQR iteration; returns the new ``sigma`` ``(k,)``."""
-        V, s = power_qr_step(self.op, self.V)
+        V, s = power_qr_step(self.op, self.V, gram_operator(self.module))
         self.V.copy_(V)
         self.sigma.copy_(s)
         return self.sigma
@@ -175,7 +175,7 @@ class SpectralClip(nn.Module):
                     loss = (out - target).pow(2).sum()
                 (g,) = torch.autograd.grad(loss, wv)
             w.sub_(self.step_size * g)
-        V, s = power_qr(self.op, self._noise(uniform=True), self.refresh_iters)
+        V, s = power_qr(self.op, self._noise(uniform=True), self.refresh_iters, gram_operator(self.module))
         self.V.copy_(V)
         self.sigma.copy_(s)
         return True
@@ -261,6 +261,6 @@ def refresh_vectors(model: nn.Module, n_iters: int = 20) -> None:
     (e.g. before reading ``sigma`` or cross gains after training). Weights are not changed."""
     for m in spectral_layers(model, "all"):
         if m.initialized:
-            V, s = power_qr(m.op, m.V, n_iters)
+            V, s = power_qr(m.op, m.V, n_iters, gram_operator(m.module))
             m.V.copy_(V)
             m.sigma.copy_(s)

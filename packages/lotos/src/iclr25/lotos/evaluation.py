@@ -24,6 +24,7 @@ __all__ = [
     "layer_sigmas",
     "make_attack",
     "evaluate_ensemble",
+    "surrogate_examples",
 ]
 
 Attack = Callable[[nn.Module, Tensor, Tensor], Tensor]
@@ -127,24 +128,29 @@ def transferability_matrix(models: Sequence[nn.Module], x: Tensor, y: Tensor, at
 
 
 def black_box_robust_accuracy(surrogates: Sequence[nn.Module], target: nn.Module, x: Tensor, y: Tensor,
-                              attack: Attack | None = None, **attack_kwargs) -> tuple[float, float, list[float]]:
+                              attack: Attack | None = None, *, x_advs: Sequence[Tensor] | None = None,
+                              **attack_kwargs) -> tuple[float, float, list[float]]:
     """Black-box robust accuracy of ``target`` against independently trained ``surrogates``.
 
     Each surrogate is attacked separately; its robust accuracy is ``1 − T(surrogate → target)``
     (Def. 3.2: restricted to points both classify correctly and whose adversarial example fools the
     surrogate). Returns ``(mean, std, per-surrogate)`` over surrogates (as the code prints).
+    ``x_advs`` (one tensor per surrogate) reuses adversarial examples computed before (e.g. when
+    several target ensembles are evaluated against the same surrogates).
 
     Raises:
-        ValueError: no surrogate given.
+        ValueError: no surrogate given, or ``x_advs`` of the wrong length.
     """
+    if x_advs is not None and len(x_advs) != len(surrogates):
+        raise ValueError(f"x_advs has {len(x_advs)} entries for {len(surrogates)} surrogates")
     if len(surrogates) == 0:
         raise ValueError("black_box_robust_accuracy needs at least one surrogate model")
     attack = attack or make_attack(**attack_kwargs)
     tgt_correct = predict(target, x) == y
     accs = []
-    for s in surrogates:
+    for i, s in enumerate(surrogates):
         s_correct = predict(s, x) == y
-        x_adv = attack(s, x, y)
+        x_adv = x_advs[i] if x_advs is not None else attack(s, x, y)
         rate, _ = transfer_rate(s_correct, predict(s, x_adv) != y, tgt_correct, predict(target, x_adv) != y)
         accs.append(1.0 - rate)
     t = torch.tensor(accs)
@@ -191,14 +197,15 @@ def layer_sigmas(model: nn.Module, layers: str = "all") -> list[float]:
 
 def evaluate_ensemble(models: Sequence[nn.Module], x: Tensor, y: Tensor, surrogates: Sequence[nn.Module] = (),
                       *, eps: float = 0.04, steps: int = 50, step_size: float | None = None, seed: int = 0,
-                      refresh_iters: int = 20) -> dict:
+                      refresh_iters: int = 20, surrogate_adv: Sequence[Tensor] | None = None) -> dict:
     """All metrics of one trained ensemble (used by ``evaluate`` and ``reproduce``).
 
     Returns a JSON-ready dict (rates and accuracies in %): ``clean_acc_members``, ``clean_acc_ensemble``,
     ``transfer_matrix``, ``mean_transfer``, ``robust_acc_members``, ``mean_robust_acc``,
     ``blackbox_robust_acc`` / ``_std`` / ``_per_surrogate`` (when surrogates are given),
     ``cross_gain`` (``(L, N, N)``) / ``mean_cross_gain`` and ``sigma`` (per member and layer) when the
-    members have ``SpectralClip`` layers.
+    members have ``SpectralClip`` layers. ``surrogate_adv``: precomputed adversarial examples of
+    the surrogates (see :func:`surrogate_examples`).
     """
     from .clip import refresh_vectors
     from .models import Ensemble
@@ -215,8 +222,8 @@ def evaluate_ensemble(models: Sequence[nn.Module], x: Tensor, y: Tensor, surroga
     res["robust_acc_members"] = (100 * tr.robust_acc).tolist()
     res["mean_robust_acc"] = 100 * float(tr.robust_acc.nanmean())
     if surrogates:
-        m, s, per = black_box_robust_accuracy(list(surrogates), ens, x, y, make_attack(eps, steps, step_size,
-                                                                                        seed + 1))
+        m, s, per = black_box_robust_accuracy(list(surrogates), ens, x, y,
+                                              make_attack(eps, steps, step_size, seed + 1), x_advs=surrogate_adv)
         res["blackbox_robust_acc"], res["blackbox_robust_acc_std"] = 100 * m, 100 * s
         res["blackbox_robust_acc_per_surrogate"] = [100 * a for a in per]
     if spectral_layers(models[0], "all"):
@@ -227,3 +234,11 @@ def evaluate_ensemble(models: Sequence[nn.Module], x: Tensor, y: Tensor, surroga
         res["mean_cross_gain"] = mean_off_diagonal(G)
         res["sigma"] = [layer_sigmas(mdl, "all") for mdl in models]
     return res
+
+
+def surrogate_examples(surrogates: Sequence[nn.Module], x: Tensor, y: Tensor, *, eps: float = 0.04,
+                       steps: int = 50, step_size: float | None = None, seed: int = 0) -> list[Tensor]:
+    """Adversarial examples of each surrogate, exactly as :func:`evaluate_ensemble` would craft them
+    (same seeded random start), to share between several target ensembles."""
+    attack = make_attack(eps, steps, step_size, seed + 1)
+    return [attack(s, x, y) for s in surrogates]

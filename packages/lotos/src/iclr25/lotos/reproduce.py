@@ -20,7 +20,7 @@ from iclr25.core.results import Claim
 
 from .config import TrainConfig
 from .data import load_data
-from .evaluation import evaluate_ensemble
+from .evaluation import evaluate_ensemble, surrogate_examples
 from .train import train_ensemble
 
 __all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES"]
@@ -37,7 +37,7 @@ CLAIM_NAMES = (
 )
 
 #: quick preset: ≈ 3 min on 2 (shared) cores
-QUICK = dict(n_train=2000, n_test=200, image_size=16, num_models=2, n_surrogates=1, width=16, epochs=5,
+QUICK = dict(n_train=2000, n_test=1000, image_size=16, num_models=2, n_surrogates=1, width=16, epochs=6,
              batch_size=32, clip_every=10, eps=0.04, steps=10, step_size=0.01)
 #: full CPU preset: ≈ 20–25 min for one seed
 FULL = dict(n_train=None, n_test=500, image_size=16, num_models=3, n_surrogates=2, width=16, epochs=12,
@@ -81,11 +81,13 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: int = 1, data: str = "cifar1
         t0 = time.perf_counter()
         sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
                                      out=run / "surrogate"), d)
+        sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
+                                     step_size=p["step_size"], seed=s)
         res = {}
         for arm in ("orig", "clip", "lotos"):
             models = train_ensemble(replace(base, method=arm, seed=s, out=run / arm), d)
             res[arm] = evaluate_ensemble(models, d.x_test, d.y_test, sur, eps=p["eps"], steps=p["steps"],
-                                         step_size=p["step_size"], seed=s)
+                                         step_size=p["step_size"], seed=s, surrogate_adv=sur_adv)
             log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
         res["surrogate_clean_acc"] = [
             100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
