@@ -37,12 +37,12 @@ def test_spectralclip_tracks_and_state_dict_roundtrip():
     assert len(layers) == 5 and len(spectral_layers(m, "conv")) == 4
     assert layers[0].V.shape == (1, 1, 12, 12) and layers[1].V.shape == (1, 4, 12, 12)
     assert layers[-1].V.shape == (1, 8)
-    assert int(layers[0].n_forward) == 1
+    assert layers[0].num_forward == 1
     sd = m.state_dict()
     m2 = _net(seed=1)
     m2.load_state_dict(sd)  # lazily shaped buffers are resized on load
     for a, b in zip(layers, spectral_layers(m2, "all")):
-        assert torch.equal(a.V, b.V)
+        assert torch.equal(a.V, b.V) and b.num_forward == 1 and int(sd["convs.0.n_forward"]) == 1
 
 
 def test_eval_forward_does_not_track():
@@ -240,3 +240,17 @@ def test_cifar10_subset_loader():
     full = load_data("cifar10-subset")
     assert full.x_train.shape == (4000, 3, 32, 32)
     assert abs(float(full.x_train[:, 0].mean()) - 0.4911) < 1e-3  # PROVENANCE.md channel mean
+
+
+def test_penalty_k2_equals_pairwise_similarity():
+    from iclr25.lotos import lotos_similarity
+
+    torch.manual_seed(0)
+    ws = []
+    for s in range(2):
+        w = SpectralClip(nn.Linear(5, 4), clip=None, k=2, seed=s)
+        w.init_vectors((5,))
+        ws.append(w)
+    p = lotos_penalty([nn.Sequential(ws[0]), nn.Sequential(ws[1])], mal=0.3, lam=1.0, layers="all")
+    ref = lotos_similarity(ws[0].op, ws[1].op, ws[0].V, ws[1].V, mal=0.3)
+    assert float(p) == pytest.approx(float(ref), rel=1e-6) and float(ref) > 0

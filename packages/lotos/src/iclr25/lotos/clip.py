@@ -73,6 +73,7 @@ class SpectralClip(nn.Module):
         self.register_buffer("V", torch.empty(0))
         self.register_buffer("sigma", torch.zeros(k))
         self.register_buffer("n_forward", torch.zeros((), dtype=torch.long))
+        self._count = 0  # python mirror of n_forward (no tensor op per forward); synced in state_dict
         self._gen = torch.Generator().manual_seed(seed)
 
     # -- the operator -------------------------------------------------------------------------
@@ -106,24 +107,27 @@ class SpectralClip(nn.Module):
         self.V.copy_(V)
         self.sigma.copy_(s)
 
+    @property
+    def num_forward(self) -> int:
+        """Training forwards seen so far (persisted as the ``n_forward`` buffer)."""
+        return self._count
+
     @torch.no_grad()
     def power_step(self) -> Tensor:
         """One warm-started PowerQR iteration; returns the new ``sigma`` ``(k,)``."""
-        V, s = power_qr_step(self.op, self.V, gram_operator(self.module))
-        self.V.copy_(V)
-        self.sigma.copy_(s)
+        self.V, self.sigma = power_qr_step(self.op, self.V, gram_operator(self.module))
         return self.sigma
 
     def forward(self, x: Tensor) -> Tensor:
         if self.training and self.track:
-            shape = tuple(x.shape[1:])
-            if not self.initialized or self.in_shape != shape:
+            if self.V.shape[1:] != x.shape[1:] or not self.initialized:
+                shape = tuple(x.shape[1:])
                 if self.initialized:
                     log.warning("SpectralClip: input shape changed %s -> %s; re-initialising V",
                                 self.in_shape, shape)
                 self.init_vectors(shape)
-            self.n_forward += 1
-            n = int(self.n_forward)
+            self._count += 1
+            n = self._count
             if n % self.power_every == 0:
                 self.power_step()
             if self.clip is not None and n % self.clip_every == 0:
@@ -204,12 +208,17 @@ class SpectralClip(nn.Module):
             self.sigma.copy_(S2[: self.k].to(W.dtype))
 
     # -- state dict with lazily shaped V --------------------------------------------------------
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: D401
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.n_forward.fill_(self._count)
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         key = prefix + "V"
         if key in state_dict and state_dict[key].shape != self.V.shape:
             w = self.module.weight
             self.V = torch.empty_like(state_dict[key], device=w.device, dtype=w.dtype)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._count = int(self.n_forward)
 
     def extra_repr(self) -> str:
         return (f"clip={self.clip}, k={self.k}, clip_every={self.clip_every}, "

@@ -119,11 +119,16 @@ def lotos_penalty(models: Sequence[nn.Module], mal: float = 0.8, lam: float = 0.
                                  "of every member before computing the LOTOS penalty")
         Vs = [p[j].V.detach() for p in per_model]
         k = Vs[0].shape[0]
-        w = default_weights(k, device=Vs[0].device, dtype=Vs[0].dtype) if weights is None else weights
+        fast = k == 1 and weights is None  # w_1 = 1: the weighted mean is the plain hinge
+        w = None if fast else (default_weights(k, device=Vs[0].device, dtype=Vs[0].dtype)
+                               if weights is None else weights)
         for a in range(n):
-            others = torch.cat([Vs[b] for b in range(n) if b != a], 0)  # ((n-1)k, *in_shape)
-            gain = _directional_gain(per_model[a][j].op, others).reshape(n - 1, k)
-            t = (w * torch.relu(gain - mal)).sum() / w.sum()
+            others = Vs[1 - a] if n == 2 else torch.cat([Vs[b] for b in range(n) if b != a], 0)
+            gain = _directional_gain(per_model[a][j].op, others)
+            if fast:
+                t = torch.relu(gain - mal).sum()
+            else:
+                t = (w * torch.relu(gain.reshape(n - 1, k) - mal)).sum() / w.sum()
             total = t if total is None else total + t
     if normalize:
         total = total / (L * n * (n - 1))
