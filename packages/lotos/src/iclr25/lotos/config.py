@@ -68,6 +68,10 @@ class TrainConfig:
     """Step size of the clip steps (code: 0.35)."""
     clip_exact: bool = True
     """Code's "exact" mode: also raise σ_1 towards C when it is ≥ 0.05 below it."""
+    clip_at_init: bool = False
+    """Before training, repeat clip events on every layer until σ_1 ≈ C (at most 50 per layer).
+    Not in the paper's description; the CPU presets use it because the short runs have too few
+    periodic clip events to bring the He-initialised layers (σ_1 ≈ 2-4) down to C."""
     power_every: int = 1
     """PowerQR step every this many training forwards (code: 1)."""
     skip_penalty_steps: bool = True

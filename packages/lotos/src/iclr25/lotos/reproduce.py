@@ -38,10 +38,10 @@ CLAIM_NAMES = (
 
 #: quick preset: ≈ 3 min on 2 (shared) cores
 QUICK = dict(n_train=2000, n_test=1000, image_size=16, num_models=2, n_surrogates=1, width=16, epochs=6,
-             batch_size=32, clip_every=10, eps=0.04, steps=10, step_size=0.01)
+             batch_size=32, clip_every=10, clip_opt_iter=5, eps=0.04, steps=10, step_size=0.01)
 #: full CPU preset: ≈ 20–25 min for one seed
 FULL = dict(n_train=None, n_test=500, image_size=16, num_models=3, n_surrogates=2, width=16, epochs=12,
-            batch_size=32, clip_every=20, eps=0.04, steps=20, step_size=0.004)
+            batch_size=32, clip_every=20, clip_opt_iter=5, eps=0.04, steps=20, step_size=0.004)
 
 
 def _mean(vals: list[float]) -> float:
@@ -73,7 +73,8 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: int = 1, data: str = "cifar1
     d = load_data(data, p["n_train"], p["n_test"], p["image_size"] if data != "digits" else None)
     base = TrainConfig(num_models=p["num_models"], width=p["width"], epochs=p["epochs"], data=data, batch_size=p["batch_size"],
                        image_size=p["image_size"] if data != "digits" else None, n_train=p["n_train"],
-                       clip_every=p["clip_every"], device="cpu", quiet=quiet)
+                       clip_every=p["clip_every"], clip_opt_iter=p["clip_opt_iter"], clip_at_init=True,
+                       device="cpu", quiet=quiet)
     per_seed: list[dict] = []
     t_all = time.perf_counter()
     for s in range(seeds):

@@ -27,7 +27,7 @@ from .data import ImageData, load_data
 from .loss import lotos_penalty
 from .models import build_model
 
-__all__ = ["augment", "build_ensemble", "train_step", "train_ensemble", "save_ensemble", "load_ensemble",
+__all__ = ["augment", "build_ensemble", "clip_to_target", "train_step", "train_ensemble", "save_ensemble", "load_ensemble",
            "model_spec"]
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,27 @@ def build_ensemble(spec: dict[str, Any], num_models: int, seed: int) -> list[nn.
     the same initial weights (wrapping draws from its own generator, not the global one)."""
     torch.manual_seed(seed)
     return [_build(spec, seed * 100 + a) for a in range(num_models)]
+
+
+@torch.no_grad()
+def clip_to_target(models: list[nn.Module], x: Tensor, max_events: int = 50) -> list[int]:
+    """Initialise the wrappers with one training forward of ``x``, then repeat FastClip events on each
+    layer until it no longer needs clipping (``|σ_1 − C| < 0.05``-ish, see ``needs_clip``) or
+    ``max_events`` is reached. Returns the number of events per model (summed over layers)."""
+    counts = []
+    for m in models:
+        was = m.training
+        m.train()
+        m(x)
+        m.train(was)
+        n = 0
+        for layer in spectral_layers(m, "all"):
+            for _ in range(max_events):
+                if not layer.clip_now():
+                    break
+                n += 1
+        counts.append(n)
+    return counts
 
 
 def train_step(models: list[nn.Module], xb: Tensor, yb: Tensor, optimizer: torch.optim.Optimizer,
@@ -194,6 +215,8 @@ def train_ensemble(cfg: TrainConfig, data: ImageData | None = None) -> list[nn.M
         sched.load_state_dict(st["scheduler"])
         start_epoch, step = int(st["epoch"]), int(st["step"])
         log.info("resumed from %s at epoch %d", ckpt, start_epoch)
+    if cfg.clipped and cfg.clip_at_init and not cfg.resume:
+        clip_to_target(models, data.x_train[:2].to(device))
     if rank == 0:
         (out / "config.json").write_text(json.dumps(
             {"config": _cfg_json(cfg), "model": spec, "data": data.name, "version": __version__}, indent=2))
