@@ -254,3 +254,15 @@ def test_penalty_k2_equals_pairwise_similarity():
     p = lotos_penalty([nn.Sequential(ws[0]), nn.Sequential(ws[1])], mal=0.3, lam=1.0, layers="all")
     ref = lotos_similarity(ws[0].op, ws[1].op, ws[0].V, ws[1].V, mal=0.3)
     assert float(p) == pytest.approx(float(ref), rel=1e-6) and float(ref) > 0
+
+
+def test_clip_to_target_brings_every_layer_near_C():
+    from iclr25.lotos.train import clip_to_target
+
+    m = _net(clip=1.0, opt_steps=5)
+    counts = clip_to_target([m], torch.rand(2, 1, 12, 12))
+    assert counts[0] > 0
+    shapes = [(1, 12, 12), (4, 12, 12), (4, 6, 6), (8, 6, 6), (8,)]
+    for layer, shp in zip(spectral_layers(m, "all"), shapes):
+        _, s = layer_top_singular(layer.module, shp, k=1, n_iters=200, generator=torch.Generator().manual_seed(0))
+        assert 0.85 < float(s[0]) < 1.15, (layer, float(s[0]))
