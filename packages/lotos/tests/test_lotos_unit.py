@@ -78,7 +78,7 @@ def test_penalty_gradient_only_into_weights_and_not_other_arm():
     x = torch.rand(2, 1, 12, 12)
     a(x), b(x)
     p = lotos_penalty([a, b], mal=0.0, lam=1.0)
-    assert p.requires_grad and float(p) > 0
+    assert p.requires_grad and float(p.detach()) > 0
     p.backward()
     for m in (a, b):
         for layer in spectral_layers(m):
@@ -94,7 +94,7 @@ def test_normalize_divides_by_layers_and_pairs():
         m(x)
     p = lotos_penalty(ms, mal=0.0, lam=1.0)
     pn = lotos_penalty(ms, mal=0.0, lam=1.0, normalize=True)
-    assert float(pn) == pytest.approx(float(p) / (4 * 3 * 2), rel=1e-5)
+    assert float(pn.detach()) == pytest.approx(float(p.detach()) / (4 * 3 * 2), rel=1e-5)
 
 
 def test_cross_gain_diagonal_is_sigma():
@@ -253,7 +253,7 @@ def test_penalty_k2_equals_pairwise_similarity():
         ws.append(w)
     p = lotos_penalty([nn.Sequential(ws[0]), nn.Sequential(ws[1])], mal=0.3, lam=1.0, layers="all")
     ref = lotos_similarity(ws[0].op, ws[1].op, ws[0].V, ws[1].V, mal=0.3)
-    assert float(p) == pytest.approx(float(ref), rel=1e-6) and float(ref) > 0
+    assert float(p.detach()) == pytest.approx(float(ref.detach()), rel=1e-6) and float(ref.detach()) > 0
 
 
 def test_clip_to_target_brings_every_layer_near_C():
