@@ -24,7 +24,11 @@ def test_reproduce_smoke_digits(tmp_path, monkeypatch):
     tiny = dict(R.QUICK, n_train=200, n_test=60, num_models=2, n_surrogates=1, width=4, epochs=1,
                 batch_size=50, clip_every=2, steps=2)
     monkeypatch.setattr(R, "QUICK", tiny)
-    claims = R.reproduce(True, tmp_path, data="digits")
+    import torch
+
+    before = torch.get_num_threads()
+    claims = R.reproduce(True, tmp_path, data="digits", threads=2, quiet=True)
+    assert torch.get_num_threads() == before  # the thread setting does not leak
     assert [c.name for c in claims] == NAMES == list(R.CLAIM_NAMES)
     assert all(isinstance(c, Claim) for c in claims)
     meta = json.loads((tmp_path / "metrics.json").read_text())

@@ -67,7 +67,7 @@ def _reproduce(cfg: ReproduceConfig) -> int:
 
     from .reproduce import reproduce
 
-    fn = partial(reproduce, seeds=cfg.seeds, data=cfg.data, threads=cfg.threads)
+    fn = partial(reproduce, seeds=cfg.seeds, data=cfg.data, threads=cfg.threads, quiet=cfg.quiet)
     rep = run_reproduction("lotos", fn, quick=cfg.quick, out_dir=cfg.out, version=__version__)
     print(claims_table(rep.claims))
     print(f"lotos: {sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold in {rep.seconds:.0f} s "

@@ -144,6 +144,8 @@ class ReproduceConfig:
 
     threads: int | None = 1
     """torch threads (1 is faster than 2 on a shared 2-core machine); None = torch default."""
+    quiet: bool = False
+    """No progress bar."""
 
     quick: bool = False
     """CPU quick mode (≈ 3 min on 2 cores)."""

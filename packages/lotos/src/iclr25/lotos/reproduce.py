@@ -50,7 +50,7 @@ def _mean(vals: list[float]) -> float:
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: int = 1, data: str = "cifar10-subset",
-              threads: int | None = 1, quiet: bool = True) -> list[Claim]:
+              threads: int | None = 1, quiet: bool = False) -> list[Claim]:
     """Run the reproduction and return the six claims of the issue.
 
     Args:
@@ -60,40 +60,20 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: int = 1, data: str = "cifar1
         data: ``cifar10-subset`` (the mirror) or ``digits`` (fallback).
         threads: torch intra-op threads (1 is much faster than 2 on a shared 2-core machine,
             where OpenMP threads spin against other processes); ``None`` leaves torch's default.
-        quiet: no progress bars.
+        quiet: no progress bar (one bar over the training stages, on stderr).
 
     Returns:
         The claims named in :data:`CLAIM_NAMES`.
     """
+    out_dir = Path(out_dir)
+    prev_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    try:
+        per_seed, seconds = _run(quick, out_dir, seeds, data, quiet)
+    finally:
+        torch.set_num_threads(prev_threads)  # do not leak the setting into other methods' runs
     p = QUICK if quick else FULL
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    d = load_data(data, p["n_train"], p["n_test"], p["image_size"] if data != "digits" else None)
-    base = TrainConfig(num_models=p["num_models"], width=p["width"], epochs=p["epochs"], data=data, batch_size=p["batch_size"],
-                       image_size=p["image_size"] if data != "digits" else None, n_train=p["n_train"],
-                       clip_every=p["clip_every"], clip_opt_iter=p["clip_opt_iter"], clip_at_init=True,
-                       device="cpu", quiet=quiet)
-    per_seed: list[dict] = []
-    t_all = time.perf_counter()
-    for s in range(seeds):
-        run = out_dir / "runs" / f"seed{s}"
-        t0 = time.perf_counter()
-        sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
-                                     out=run / "surrogate"), d)
-        sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
-                                     step_size=p["step_size"], seed=s)
-        res = {}
-        for arm in ("orig", "clip", "lotos"):
-            models = train_ensemble(replace(base, method=arm, seed=s, out=run / arm), d)
-            res[arm] = evaluate_ensemble(models, d.x_test, d.y_test, sur, eps=p["eps"], steps=p["steps"],
-                                         step_size=p["step_size"], seed=s, surrogate_adv=sur_adv)
-            log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
-        res["surrogate_clean_acc"] = [
-            100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
-        res["seconds"] = time.perf_counter() - t0
-        per_seed.append(res)
     agg = {arm: {k: _mean([r[arm][k] for r in per_seed]) for k in
                  ("clean_acc_ensemble", "mean_transfer", "mean_robust_acc", "blackbox_robust_acc",
                   "mean_cross_gain") if k in per_seed[0][arm]}
@@ -101,10 +81,49 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: int = 1, data: str = "cifar1
     for arm in agg:
         agg[arm]["clean_acc_members_mean"] = _mean([_mean(r[arm]["clean_acc_members"]) for r in per_seed])
     meta = {"preset": p, "quick": quick, "seeds": seeds, "data": data, "threads": threads,
-            "seconds": time.perf_counter() - t_all, "aggregate": agg, "per_seed": per_seed}
+            "seconds": seconds, "aggregate": agg, "per_seed": per_seed}
     (out_dir / "metrics.json").write_text(json.dumps(meta, indent=2))
     (out_dir / "arms.md").write_text(_arms_table(agg, seeds))
     return _claims(agg, p, seeds, data)
+
+
+def _run(quick: bool, out_dir: Path, seeds: int, data: str, quiet: bool) -> tuple[list[dict], float]:
+    from tqdm.auto import tqdm
+
+    p = QUICK if quick else FULL
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    d = load_data(data, p["n_train"], p["n_test"], p["image_size"] if data != "digits" else None)
+    base = TrainConfig(num_models=p["num_models"], width=p["width"], epochs=p["epochs"], data=data,
+                       batch_size=p["batch_size"], image_size=p["image_size"] if data != "digits" else None,
+                       n_train=p["n_train"], clip_every=p["clip_every"], clip_opt_iter=p["clip_opt_iter"],
+                       clip_at_init=True, device="cpu", quiet=True)
+    per_seed: list[dict] = []
+    t_all = time.perf_counter()
+    bar = tqdm(total=4 * seeds, desc="lotos reproduce", unit="stage", disable=quiet)
+    for s in range(seeds):
+        run = out_dir / "runs" / f"seed{s}"
+        t0 = time.perf_counter()
+        bar.set_postfix_str(f"seed {s}: surrogate")
+        sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
+                                     out=run / "surrogate"), d)
+        bar.update()
+        sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
+                                     step_size=p["step_size"], seed=s)
+        res: dict = {}
+        for arm in ("orig", "clip", "lotos"):
+            bar.set_postfix_str(f"seed {s}: {arm}")
+            models = train_ensemble(replace(base, method=arm, seed=s, out=run / arm), d)
+            res[arm] = evaluate_ensemble(models, d.x_test, d.y_test, sur, eps=p["eps"], steps=p["steps"],
+                                         step_size=p["step_size"], seed=s, surrogate_adv=sur_adv)
+            log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
+            bar.update()
+        res["surrogate_clean_acc"] = [
+            100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
+        res["seconds"] = time.perf_counter() - t0
+        per_seed.append(res)
+    bar.close()
+    return per_seed, time.perf_counter() - t_all
 
 
 def _arms_table(agg: dict, seeds: int) -> str:
