@@ -1,0 +1,173 @@
+"""Configs with the paper's defaults (§5, App. B; official ``main.py``) and the CPU-scale presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["TrainConfig", "EvalConfig", "ReproduceConfig", "DemoConfig", "METHODS"]
+
+METHODS = ("orig", "clip", "lotos")
+
+
+@dataclass
+class TrainConfig:
+    """Train an ensemble with one of the three arms ``orig`` / ``clip`` / ``lotos`` (Eq. 4)."""
+
+    method: Literal["orig", "clip", "lotos"] = "lotos"
+    """Arm: ``orig`` (plain ensemble), ``clip`` (every layer clipped to C, the "C = 1" baseline),
+    ``lotos`` (clipping + the LOTOS orthogonalisation penalty)."""
+    num_models: int = 3
+    """Ensemble size N (paper: 3; also 5 and 9)."""
+    arch: Literal["small", "resnet18-nobn"] = "small"
+    """``small`` = the CPU-scale SmallConvNet; ``resnet18-nobn`` = the paper's ResNet-18 without BN."""
+    width: int = 32
+    """Width w of SmallConvNet (channels w, w, 2w, 2w)."""
+    data: Literal["cifar10-subset", "digits", "cifar10"] = "cifar10-subset"
+    """Data set (``cifar10`` = full CIFAR-10 from a local folder via the core data resolver)."""
+    n_train: int | None = None
+    """Use a class-balanced subset of this many training images (None = all)."""
+    image_size: int | None = None
+    """Resize images to this size (None = native; the CPU presets use 16 for CIFAR)."""
+    epochs: int = 15
+    """Training epochs (paper: 121 without BN; CPU full run: 15)."""
+    batch_size: int = 128
+    """Mini-batch size (paper: 128)."""
+    lr: float = 0.05
+    """SGD learning rate (paper: 0.1 for ResNet-18; CPU scale: 0.05)."""
+    momentum: float = 0.9
+    """SGD momentum (paper: 0.9)."""
+    weight_decay: float = 5e-4
+    """Weight decay (paper: 5e-4)."""
+    schedule: Literal["cosine", "step"] = "cosine"
+    """LR schedule: cosine over all steps, or the paper's StepLR (step_epochs, gamma)."""
+    step_epochs: int = 40
+    """StepLR period in epochs (paper: 40)."""
+    gamma: float = 0.1
+    """StepLR factor (paper: 0.1)."""
+    augment: bool = True
+    """Random crop (padding 4) + horizontal flip (paper)."""
+    clip: float = 1.0
+    """Clip value C for σ_1 of every layer (paper: 1.0); used by ``clip`` and ``lotos``."""
+    k: int = 1
+    """Number of singular directions (paper: k = 1)."""
+    mal: float = 0.8
+    """Maximum allowed length of Eq. (3) (paper: 0.8)."""
+    lam: float = 0.05
+    """λ of Eq. (4) (paper: 0.05 on CIFAR-10 without BN)."""
+    lotos_layers: Literal["conv", "all"] = "conv"
+    """Which layers are orthogonalised (code: only convolutions)."""
+    normalize: bool = False
+    """Divide the penalty by #layers × #pairs (code computes it, then sets it to 1: False)."""
+    clip_every: int = 100
+    """Training forwards between FastClip events (code: 100 without BN). CPU presets use fewer."""
+    clip_opt_iter: int = 1
+    """Gradient steps per clip event (code: 1 without BN)."""
+    clip_step: float = 0.35
+    """Step size of the clip steps (code: 0.35)."""
+    clip_exact: bool = True
+    """Code's "exact" mode: also raise σ_1 towards C when it is ≥ 0.05 below it."""
+    clip_at_init: bool = False
+    """Before training, repeat clip events on every layer until σ_1 ≈ C (at most 50 per layer).
+    Not in the paper's description; the CPU presets use it because the short runs have too few
+    periodic clip events to bring the He-initialised layers (σ_1 ≈ 2-4) down to C."""
+    power_every: int = 1
+    """PowerQR step every this many training forwards (code: 1)."""
+    skip_penalty_steps: bool = True
+    """As the code: no LOTOS term at the first step, the last batch of an epoch and step % 200 == 199."""
+    seed: int = 0
+    """Seed of model initialisation and data order (identical across arms)."""
+    device: str = "auto"
+    """``auto``, ``cpu``, ``cuda``, ``cuda:1``, ...; ``accelerate`` to use HF accelerate (multi-GPU)."""
+    out: Path = Path("runs/lotos")
+    """Output folder: config.json, metrics.jsonl, checkpoint.pt, models.pt."""
+    resume: bool = False
+    """Continue from ``out/checkpoint.pt`` (saved after every epoch)."""
+    quiet: bool = False
+    """No progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.num_models < 1:
+            raise ValueError(f"num_models must be >= 1, got {self.num_models}")
+        if self.method == "lotos" and self.num_models < 2:
+            raise ValueError(f"num_models={self.num_models}: LOTOS needs an ensemble of at least 2 models "
+                             "(the penalty is between pairs of members); use --num-models 3")
+        for f in ("epochs", "batch_size", "clip_every", "power_every", "k"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
+        if self.clip <= 0:
+            raise ValueError(f"clip must be > 0, got {self.clip}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+    @property
+    def clipped(self) -> bool:
+        return self.method in ("clip", "lotos")
+
+
+@dataclass
+class EvalConfig:
+    """Evaluate a trained ensemble: clean accuracy, within-ensemble transferability (Def. 3.2),
+    individual robust accuracy, black-box robust accuracy against a surrogate, cross gains."""
+
+    ensemble: Path = Path("runs/lotos")
+    """Folder written by ``train`` (models.pt + config.json)."""
+    surrogate: Path | None = None
+    """Folder of an independently trained ensemble whose members are the black-box sources."""
+    eps: float = 0.04
+    """ℓ∞ radius in pixel units (paper: 0.04)."""
+    steps: int = 50
+    """PGD iterations (paper: 50)."""
+    step_size: float | None = None
+    """PGD step (default eps/10, paper)."""
+    n_test: int | None = 500
+    """Number of test images (class-balanced subset; None = all)."""
+    seed: int = 0
+    """Seed of the PGD random start."""
+    device: str = "auto"
+    """Device."""
+    out: Path | None = None
+    """Where to write eval.json / eval.md (default: the ensemble folder)."""
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.eps <= 1.0):
+            raise ValueError(f"eps={self.eps} is outside [0, 1] (pixel units; paper: 0.04)")
+
+
+@dataclass
+class ReproduceConfig:
+    """Train orig / clip / lotos ensembles and a surrogate with identical seeds and data order; report
+    the paper's claims (results.json / results.md)."""
+
+    threads: int | None = 1
+    """torch threads (1 is faster than 2 on a shared 2-core machine); None = torch default."""
+    quiet: bool = False
+    """No progress bar."""
+
+    quick: bool = False
+    """CPU quick mode (≈ 3 min on 2 cores)."""
+    out: Path = Path("results/lotos")
+    """Output folder."""
+    seeds: int = 1
+    """Number of seeds (full run default 1; 3 takes ≈ 3× as long)."""
+    data: Literal["cifar10-subset", "digits"] = "cifar10-subset"
+    """Data set (digits: the small fallback without the mirror)."""
+
+
+@dataclass
+class DemoConfig:
+    """PowerQR vs. FFT vs. dense SVD on a toy conv, and toy LOTOS penalty values."""
+
+    n: int = 8
+    """Spatial size of the toy input."""
+    c_in: int = 2
+    """Input channels of the toy conv."""
+    c_out: int = 3
+    """Output channels of the toy conv."""
+    seed: int = 0
+    """Seed of the random kernel."""
+    top: int = 5
+    """How many singular values to print."""

@@ -1,0 +1,50 @@
+"""reproduce(): claim names and structure on a tiny preset (digits), and the real quick run (slow)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import iclr25.lotos.reproduce as R
+import pytest
+from iclr25.core.results import Claim
+
+NAMES = [
+    "transferability/clip_gt_orig",
+    "transferability/lotos_lt_clip",
+    "blackbox_robust_acc/lotos_gt_clip",
+    "blackbox_robust_acc/clip_gt_orig",
+    "clean_acc/lotos_cost",
+    "mechanism/cross_gain",
+]
+
+
+def test_reproduce_smoke_digits(tmp_path, monkeypatch):
+    tiny = dict(R.QUICK, n_train=200, n_test=60, num_models=2, n_surrogates=1, width=4, epochs=1,
+                batch_size=50, clip_every=2, steps=2)
+    monkeypatch.setattr(R, "QUICK", tiny)
+    import torch
+
+    before = torch.get_num_threads()
+    claims = R.reproduce(True, tmp_path, data="digits", threads=2, quiet=True)
+    assert torch.get_num_threads() == before  # the thread setting does not leak
+    assert [c.name for c in claims] == NAMES == list(R.CLAIM_NAMES)
+    assert all(isinstance(c, Claim) for c in claims)
+    meta = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(meta["aggregate"]) == {"orig", "clip", "lotos"}
+    assert (tmp_path / "arms.md").is_file()
+    cg = next(c for c in claims if c.name == "mechanism/cross_gain")
+    assert cg.ours == pytest.approx(meta["aggregate"]["lotos"]["mean_cross_gain"])
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_reproduce_quick_cli(tmp_path):
+    if not (Path(os.environ.get("ICLR25_DATA", "")) / "cifar10-subset" / "cifar10_subset.npz").is_file():
+        pytest.skip("needs cifar10-subset/cifar10_subset.npz under ICLR25_DATA")
+    r = subprocess.run([sys.executable, "-m", "iclr25.lotos", "reproduce", "--quick", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [c["name"] for c in data["claims"]] == NAMES
