@@ -16,6 +16,7 @@ import statistics
 import time
 
 import torch
+
 from iclr25.lotos.config import TrainConfig
 from iclr25.lotos.data import ImageData
 from iclr25.lotos.train import build_ensemble, model_spec, train_step

@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from torch import nn
+
 from iclr25.lotos import (
     Ensemble,
     SpectralClip,
@@ -17,7 +19,6 @@ from iclr25.lotos import (
     transfer_rate,
 )
 from iclr25.lotos.models import BasicBlockNoBN
-from torch import nn
 
 G = lambda s=0: torch.Generator().manual_seed(s)  # noqa: E731
 

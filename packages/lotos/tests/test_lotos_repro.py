@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import iclr25.lotos.reproduce as R
 import pytest
+
+import iclr25.lotos.reproduce as R
 from iclr25.core.results import Claim
 
 NAMES = [

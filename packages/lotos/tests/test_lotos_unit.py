@@ -3,6 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from iclr25.lotos import (
     Ensemble,
     SmallConvNet,
@@ -19,7 +21,6 @@ from iclr25.lotos import (
 )
 from iclr25.lotos.models import resnet18_nobn
 from iclr25.lotos.train import augment
-from torch import nn
 
 
 def _net(clip=1.0, seed=0, **kw):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 from .models import CIFAR_MEAN, CIFAR_STD

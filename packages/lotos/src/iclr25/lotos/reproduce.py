@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from iclr25.core.results import Claim
 
 from .config import TrainConfig

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from iclr25.core.seed import choose_device
 from torch import Tensor, nn
+
+from iclr25.core.seed import choose_device
 
 from ._version import __version__
 from .clip import spectral_layers
