@@ -172,3 +172,19 @@ def test_openai_backend_against_local_stub(caplog):
         assert "sk-secret" not in repr(gen) and "sk-secret" not in caplog.text
     finally:
         srv.shutdown()
+
+
+def test_left_padding_gives_the_same_logprobs():
+    model = tiny_causal_lm(seed=2).eval()
+    right = byte_tokenizer(padding_side="right")
+    left = byte_tokenizer(padding_side="left")
+    texts = ["ab cd", "a much longer example"]
+    out = []
+    for tok in (right, left):
+        enc = tok(texts, return_tensors="pt", padding=True)
+        resp = enc.attention_mask.clone()
+        first = enc.attention_mask.argmax(-1)  # first real token
+        resp[torch.arange(2), first] = 0
+        resp[torch.arange(2), first + 1] = 0  # two prompt tokens
+        out.append(sequence_logprobs(model, enc.input_ids, enc.attention_mask, resp))
+    assert torch.allclose(out[0], out[1], atol=1e-4)

@@ -123,6 +123,7 @@ class TransformersGenerator:
                         do_sample=cfg.temperature > 0,
                         temperature=cfg.temperature if cfg.temperature > 0 else None,
                         top_p=cfg.top_p if cfg.temperature > 0 else None,
+                        top_k=0 if cfg.temperature > 0 else None,  # no hidden top-k=50 truncation
                         pad_token_id=tok.pad_token_id,
                     )
                 new = gen[:, enc["input_ids"].shape[1]:]

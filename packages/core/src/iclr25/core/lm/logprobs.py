@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -14,6 +16,19 @@ def _check(input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask:
     for name, t in (("attention_mask", attention_mask), ("response_mask", response_mask)):
         if t.shape != input_ids.shape:
             raise ValueError(f"{name} shape {tuple(t.shape)} != input_ids shape {tuple(input_ids.shape)}")
+
+
+def _position_kwargs(model: torch.nn.Module, attention_mask: torch.Tensor) -> dict:
+    """``position_ids`` counted over attended tokens, so left padding does not shift positions
+    (models with absolute positions, e.g. GPT-2, do not derive them from the mask)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    takes = "position_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    if not takes:
+        return {}
+    return {"position_ids": (attention_mask.long().cumsum(-1) - 1).clamp(min=0)}
 
 
 def token_logprobs(
@@ -29,7 +44,8 @@ def token_logprobs(
     Args:
         model: a causal LM whose forward takes ``input_ids, attention_mask`` and returns an
             object with ``.logits`` of shape ``(batch, seq, vocab)`` (any HF ``*ForCausalLM``).
-        input_ids: ``(batch, seq)`` long — prompt followed by response (right or left padding).
+        input_ids: ``(batch, seq)`` long — prompt followed by response (right or left padding;
+            ``position_ids`` are derived from ``attention_mask`` so both give the same values).
         attention_mask: ``(batch, seq)`` 0/1 — 1 on real tokens.
         response_mask: ``(batch, seq)`` 0/1 — 1 on the response tokens whose log-probability is
             wanted (they must be attended). Position 0 can never be scored (it has no prefix).
@@ -46,7 +62,8 @@ def token_logprobs(
     if bool(response_mask[:, 0].any()):
         raise ValueError("response_mask marks position 0, which has no prefix to condition on")
     if logits is None:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                       **_position_kwargs(model, attention_mask)).logits
     logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
     tgt = input_ids[:, 1:].unsqueeze(-1)
     lp = logp.gather(-1, tgt).squeeze(-1)
