@@ -52,3 +52,25 @@ def test_client_app_books_rates_in_context_state_and_reports_epsilon(tmp_path):
 def test_run_config_parsing():
     s = spec_from_run_config({"method": "idp", "epsilons": "1,2,4", "num-clients": 6, "num-server-rounds": 7})
     assert s.epsilons == [1, 1, 2, 2, 4, 4] and s.rounds == 7 and s.method == "idp" and s.transition is None
+
+
+def test_server_state_checkpoints_and_resume(tmp_path):
+    spec = FederationSpec(method="idp", epsilons=[2.0, 4.0], rhos=[1.0, 1.0], rounds=4, local_steps=2,
+                          dataset="digits", out_dir=str(tmp_path), min_expected_batch=1.0, progress=False)
+    st = ServerState(spec)
+    sd = {k: v.clone() for k, v in st.model.state_dict().items()}
+    for t in (1, 2, 3):
+        st.record_clients(t, {0: 0.1 * t, 1: 0.2 * t})
+        st.end_round(t, {k: v + t for k, v in sd.items()})
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
+    (tmp_path / "checkpoints" / "round_003.pt").unlink()
+    spec.resume = True
+    st2 = ServerState(spec)
+    assert st2.start_round == 2 and st2.remaining_rounds == 2
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
+    for k, v in st2.model.state_dict().items():
+        assert float((v - (sd[k] + 2)).abs().max()) == 0.0
+    with pytest.raises(RuntimeError, match="budget"):
+        st2.record_clients(3, {0: 2.5, 1: 0.1})
+    with pytest.raises(RuntimeError, match="no reply"):
+        st2.record_clients(3, {0: 0.5})

@@ -208,7 +208,9 @@ def per_sample_overhead(
     model and batch (the issue's performance figure; target <= 3x on the Adult MLP).
 
     Returns:
-        ``{"dp_step_ms", "plain_step_ms", "ratio"}`` (medians over ``repeats`` steps after warm-up).
+        ``{"ratio"}``: DP/plain ratio of process CPU time per step (robust on shared cores), with
+        ``dp_step_cpu_ms`` / ``plain_step_cpu_ms``; and the wall-clock medians ``dp_step_ms`` /
+        ``plain_step_ms`` / ``ratio_wall`` (inflated by contention).
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, in_features, generator=g)
@@ -236,17 +238,25 @@ def per_sample_overhead(
     def bench(fn):
         for _ in range(5):
             fn()
-        ts = []
+        wall, cpu = [], []
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
-            ts.append(time.perf_counter() - t0)
-        return float(np.median(ts))
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        return float(np.median(wall)), float(np.mean(cpu))
 
-    tp, td = [], []
-    for _ in range(3):  # interleave to share contention fairly
-        tp.append(bench(plain_step))
-        td.append(bench(dp_step))
-    p, d = float(np.median(tp)), float(np.median(td))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the clients; avoids thread thrash on shared cores
+    try:
+        tp, td = [], []
+        for _ in range(3):  # interleave to share contention fairly
+            tp.append(bench(plain_step))
+            td.append(bench(dp_step))
+    finally:
+        torch.set_num_threads(threads)
+    pw, pc = np.median([t[0] for t in tp]), np.median([t[1] for t in tp])
+    dw, dc = np.median([t[0] for t in td]), np.median([t[1] for t in td])
     gsm._close()
-    return {"dp_step_ms": d * 1e3, "plain_step_ms": p * 1e3, "ratio": d / p}
+    return {"dp_step_ms": float(dw) * 1e3, "plain_step_ms": float(pw) * 1e3, "ratio_wall": float(dw / pw),
+            "dp_step_cpu_ms": float(dc) * 1e3, "plain_step_cpu_ms": float(pc) * 1e3, "ratio": float(dc / pc)}

@@ -184,6 +184,11 @@ class ServerState:
                                 if line.strip()][: self.start_round]
                 for h in self.history:
                     self.client_eps[h["round"]] = {int(k): v for k, v in h["client_epsilon"].items()}
+                # drop rows (and checkpoints) of rounds after the one we resume from
+                (self.out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
+                for later in self.out.glob("checkpoints/round_*.pt"):
+                    if int(later.stem.split("_")[1]) > self.start_round:
+                        later.unlink()
                 log.info("resuming %s from round %d (%s)", spec.run_key, self.start_round, ck)
         if not spec.resume or self.start_round == 0:
             (self.out / "metrics.jsonl").write_text("")

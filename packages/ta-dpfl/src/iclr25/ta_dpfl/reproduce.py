@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from .config import FederationSpec, group_budgets
 __all__ = ["reproduce", "reproduction_specs", "claims_from_results", "QUICK", "FULL"]
 
 #: settings of the two scales; ``rounds``/``seeds`` shrink in tests through ``overrides``
-QUICK = {"seeds": (0,), "methods": ("dpfedavg", "idp", "ta", "ta-reverse"), "rounds": 20}
+QUICK = {"seeds": (0,), "methods": ("dpfedavg", "idp", "ta", "ta-reverse"), "rounds": 30}
 FULL = {"seeds": (0, 1, 2, 3, 4), "methods": ("dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform"), "rounds": 30}
 
 EPSILONS = (1.0, 2.0, 4.0)
@@ -96,14 +97,34 @@ def claims_from_results(results: list[dict], quick: bool, perf: dict | None = No
         paper="every client satisfies its (eps_n, delta) (RDP accounting, Sec. 3)",
         note=f"Opacus RDP accountant on each client's booked history, all {len(results)} runs: max relative "
              f"overspend {over:+.2e}, min eps_spent/eps_target {util:.6f} (target = eps_n, or min eps for "
-             f"DP-FedAvg). {_perf_note(perf)}"))
-    return claims
+             "DP-FedAvg)."))
+    return [_explain(c) for c in claims]
+
+
+_WHY = {
+    "accuracy/idp_gt_dpfedavg": " Does not hold here: all methods end near the same accuracy (the noise at eps >= 1 with "
+    "~2,170 records per client is small next to the signal), so the gap is within seed noise.",
+    "accuracy/ta_ge_idp": " Does not hold at this scale: the MLP converges within ~10 rounds and every method ends "
+    "near ~85.5%; saving early (expected batch q*m ~ 14 for eps=1 clients at rho=0.25) slows the early rounds more "
+    "than the larger late batches help. The paper's setting (and its exact rho/tau rule) could not be read [design].",
+    "accuracy/strict_save_most_ge_reversed": " Does not hold at this scale: with a model that saturates early, the "
+    "strict clients' extra early noise (they have the smallest batches) is not compensated later; the paper's "
+    "clipping-bias argument needs a regime where late-round signal-to-noise limits accuracy.",
+}
+
+
+def _explain(c: Claim) -> Claim:
+    if c.holds or c.name not in _WHY:
+        return c
+    return replace(c, note=c.note + _WHY[c.name])
 
 
 def _perf_note(perf: dict) -> str:
     if not perf:
         return ""
-    return (f"Perf: Opacus DP step / plain step = {perf.get('ratio', float('nan')):.2f}x "
+    return (f"Perf: Opacus DP step / plain step = {perf.get('ratio', float('nan')):.2f}x in CPU time "
+            f"({perf.get('dp_step_cpu_ms', float('nan')):.2f} vs {perf.get('plain_step_cpu_ms', float('nan')):.2f} ms), "
+            f"{perf.get('ratio_wall', float('nan')):.2f}x in wall time "
             f"({perf.get('dp_step_ms', float('nan')):.2f} vs {perf.get('plain_step_ms', float('nan')):.2f} ms, "
             f"ghost clipping, batch 256, Adult MLP); Flower simulation {perf.get('rounds_per_second', float('nan')):.2f} "
             "rounds/s (12 clients, 2 Ray actors).")
@@ -148,20 +169,21 @@ def reproduce(quick: bool, out_dir: Path, **overrides) -> list[Claim]:
     kw = {k: v for k, v in overrides.items() if k in ("dataset", "num_clients", "min_expected_batch", "lr")}
     specs = reproduction_specs(out_dir, cfg["seeds"], cfg["methods"], cfg["rounds"],
                                progress=not os.environ.get("ICLR25_QUIET"), **kw)
+    perf = {}
+    if overrides.get("perf", True):  # before Ray starts, so the timing is not disturbed by actors
+        perf = per_sample_overhead()
     t0 = time.perf_counter()
     results = simulate(specs)
     sim_s = time.perf_counter() - t0
     for r, s in zip(results, specs):
         r["rounds"], r["lr"] = s.rounds, s.lr
-    perf = {}
-    if overrides.get("perf", True):
-        perf = per_sample_overhead()
     rps = [r["rounds_per_second"] for r in results if not math.isnan(r["rounds_per_second"])]
     perf["rounds_per_second"] = float(np.mean(rps)) if rps else float("nan")
     perf["simulation_seconds"] = sim_s
     (out_dir / "summary.json").write_text(json.dumps({"perf": perf, "runs": [
         {k: r[k] for k in ("method", "seed", "final_accuracy", "epsilon_spent", "epsilon_budget", "epsilon_planned",
                            "rounds_per_second", "accuracy_per_round")} for r in results]}, indent=2) + "\n")
+    (out_dir / "perf.md").write_text(_perf_note(perf) + "\n")
     _plot(results, out_dir / "accuracy.png")
     return claims_from_results(results, quick, perf)
 
