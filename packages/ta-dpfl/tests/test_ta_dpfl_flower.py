@@ -74,3 +74,19 @@ def test_server_state_checkpoints_and_resume(tmp_path):
         st2.record_clients(3, {0: 2.5, 1: 0.1})
     with pytest.raises(RuntimeError, match="no reply"):
         st2.record_clients(3, {0: 0.5})
+
+
+def test_pyproject_version_matches_and_flower_app_declared():
+    from pathlib import Path
+
+    from iclr25.ta_dpfl import __version__
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    py = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert py["project"]["version"] == __version__  # static version: `flwr run` requires it
+    comp = py["tool"]["flwr"]["app"]["components"]
+    assert comp == {"serverapp": "iclr25.ta_dpfl.flower_app:server_app",
+                    "clientapp": "iclr25.ta_dpfl.flower_app:client_app"}
+    spec = spec_from_run_config(py["tool"]["flwr"]["app"]["config"])
+    assert spec.epsilons == [1.0] * 4 + [2.0] * 4 + [4.0] * 4 and spec.rounds == 30
