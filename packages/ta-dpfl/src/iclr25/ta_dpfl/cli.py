@@ -12,7 +12,6 @@ from iclr25.core.config import Command, run_cli
 
 from ._version import __version__
 from .config import FederationSpec, ReproduceConfig, ScheduleConfig, TrainConfig, group_budgets
-from .schedule import BudgetInfeasibleError, ClientBudget, plan_federation
 
 __all__ = ["main", "schedule_table", "specs_from_train_config"]
 
@@ -26,6 +25,8 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
         BudgetInfeasibleError: a budget cannot be met (message names the smallest feasible σ /
             largest feasible rounds).
     """
+    from .schedule import ClientBudget, plan_federation
+
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)
     budgets = [ClientBudget(e, cfg.delta, cfg.client_size) for e in eps]
@@ -51,6 +52,8 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
 
 
 def _schedule(cfg: ScheduleConfig) -> int:
+    from .schedule import BudgetInfeasibleError
+
     try:
         text, data = schedule_table(cfg)
     except (BudgetInfeasibleError, ValueError) as e:
@@ -82,15 +85,17 @@ def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
 
 def _train(cfg: TrainConfig) -> int:
     from .federation import plan
-    from .flower_app import simulate
+    from .schedule import BudgetInfeasibleError
 
     specs = specs_from_train_config(cfg)
     try:
-        for s in specs:
+        for s in specs:  # infeasible budgets / bad data fail here, before Flower and Ray are imported
             plan(s)
     except (BudgetInfeasibleError, ValueError) as e:
         print(f"iclr25-ta-dpfl train: error: {e}", file=sys.stderr)
         return 2
+    from .flower_app import simulate
+
     results = simulate(specs, num_cpus=cfg.num_cpus)
     accs = [r["final_accuracy"] for r in results]
     summary = {"method": cfg.method, "seeds": list(cfg.seeds), "final_accuracy": accs,
