@@ -123,7 +123,8 @@ def _reproduce(cfg: ReproduceConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-ta-dpfl``."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    log.setLevel(logging.INFO)  # our messages; third-party INFO (alembic, ray) stays quiet
     return run_cli(
         "iclr25-ta-dpfl",
         "Time-adaptive privacy spending for DP federated learning (Kiani et al., ICLR 2025): "
