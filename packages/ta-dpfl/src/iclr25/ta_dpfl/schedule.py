@@ -1,0 +1,444 @@
+"""Time-adaptive sampling-rate schedules: save early, spend later (Kiani et al., ICLR 2025, Sec. 3-4).
+
+Per client ``n`` with budget ``(ε_n, δ)``, noise multiplier ``σ``, ``T`` rounds of ``K`` local DP-SGD
+steps:
+
+1. uniform rate ``q_uni``: the largest ``q`` whose ``T·K`` steps spend at most ``ε_n`` (IDP-FedAvg);
+2. saving rate ``q_sav = ρ_n · q_uni`` for rounds ``1..τ_n`` ([design]: the paper's saving-based
+   rates, parameterised here by the saving factor ``ρ_n``);
+3. spending rate ``q_spe``: the largest ``q`` such that the whole schedule spends at most ``ε_n``
+   (the client spends, from round ``τ_n + 1`` on, what it saved; "spend-as-you-go", Algorithm 1).
+
+Every rate is solved by bracketing on the RDP→DP ``ε`` (increasing in ``q``) and the returned rate
+is always on the feasible side: ``epsilon_spent(schedule) <= ε_n`` exactly, never above.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import brentq
+
+from .accounting import DEFAULT_ORDERS, epsilon_floor, epsilon_from_rdp, epsilon_per_round, rdp_per_step
+
+__all__ = [
+    "BudgetInfeasibleError",
+    "ClientBudget",
+    "Schedule",
+    "uniform_rate",
+    "spend_rate",
+    "make_schedule",
+    "assign_saving_factors",
+    "smallest_feasible_sigma",
+    "largest_feasible_rounds",
+    "check_min_batch",
+    "METHODS",
+    "plan_federation",
+]
+
+METHODS = ("dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform")
+
+
+class BudgetInfeasibleError(ValueError):
+    """A privacy budget cannot be met with the given ``σ``, rounds and local steps (even ``q = 1``
+    would be needed or exceeded, or the saved budget cannot be spent with ``q <= 1``)."""
+
+
+@dataclass(frozen=True)
+class ClientBudget:
+    """A client's privacy budget and dataset size.
+
+    Args:
+        epsilon: the client's ``ε_n`` (> 0).
+        delta: ``δ`` in ``(0, 1)``; a warning is raised when ``δ >= 1/m_n``.
+        num_examples: ``m_n`` (records held by the client), or ``None`` if unknown.
+    """
+
+    epsilon: float
+    delta: float = 1e-5
+    num_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"ClientBudget.epsilon must be a positive finite number, got {self.epsilon}")
+        if not (0 < self.delta < 1):
+            raise ValueError(f"ClientBudget.delta must lie in (0, 1), got {self.delta}")
+        if self.num_examples is not None and self.delta >= 1.0 / max(self.num_examples, 1):
+            warnings.warn(
+                f"delta={self.delta:g} >= 1/m_n = 1/{self.num_examples}: such a delta allows leaking a "
+                "whole record; choose delta well below 1/m_n (e.g. 1e-5)",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One client's per-round sampling rates.
+
+    Attributes:
+        rates: ``float64 (T,)``, ``q_t`` for rounds ``t = 1..T``.
+        sigma: noise multiplier (every round).
+        local_steps: DP-SGD steps per round ``K``.
+        epsilon: the client's budget ``ε_n``.
+        delta: ``δ``.
+        transition: ``τ`` (last saving round; ``0`` for a uniform schedule).
+        rho: saving factor ``ρ``.
+        q_uniform, q_saving, q_spending: the three solved rates.
+    """
+
+    rates: np.ndarray
+    sigma: float
+    local_steps: int
+    epsilon: float
+    delta: float
+    transition: int = 0
+    rho: float = 1.0
+    q_uniform: float = float("nan")
+    q_saving: float = float("nan")
+    q_spending: float = float("nan")
+    orders: tuple[float, ...] = field(default=DEFAULT_ORDERS, repr=False)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.rates)
+
+    def history(self, upto: int | None = None) -> list[tuple[float, float, int]]:
+        """Opacus-style history ``[(σ, q_t, K), ...]`` for rounds ``1..upto`` (all by default)."""
+        rates = self.rates if upto is None else self.rates[:upto]
+        return [(self.sigma, float(q), self.local_steps) for q in rates]
+
+    def epsilon_per_round(self) -> np.ndarray:
+        """Cumulative ``ε`` spent after each round, ``float64 (T,)`` (non-decreasing)."""
+        return epsilon_per_round(self.rates, self.sigma, self.local_steps, self.delta, self.orders)
+
+    def to_dict(self) -> dict:
+        return {
+            "rates": [float(q) for q in self.rates],
+            "sigma": self.sigma,
+            "local_steps": self.local_steps,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "transition": self.transition,
+            "rho": self.rho,
+            "q_uniform": self.q_uniform,
+            "q_saving": self.q_saving,
+            "q_spending": self.q_spending,
+        }
+
+
+def _eps_two_phase(q1: float, n1: int, q2: float, n2: int, sigma: float, delta: float, orders) -> float:
+    rdp = n1 * rdp_per_step(sigma, q1, orders) + n2 * rdp_per_step(sigma, q2, orders)
+    return epsilon_from_rdp(rdp, delta, orders)
+
+
+def _largest_feasible(f, target: float, lo: float = 0.0, hi: float = 1.0) -> float:
+    """Largest x in [lo, hi] with f(x) <= target for increasing f, f(lo) <= target < f(hi)."""
+    x = brentq(lambda v: f(v) - target, lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
+    # brentq may land a hair above the root: walk down to the feasible side.
+    step = max(abs(x) * 1e-12, 1e-15)
+    while f(x) > target:
+        x -= step
+        step *= 2
+    return float(x)
+
+
+def smallest_feasible_sigma(epsilon: float, delta: float, steps: int, q: float = 1.0,
+                            orders: Sequence[float] = DEFAULT_ORDERS) -> float:
+    """Smallest ``σ`` for which ``steps`` steps at Poisson rate ``q`` spend at most ``ε``."""
+    orders = tuple(orders)
+
+    def eps_of(s: float) -> float:
+        return epsilon_from_rdp(steps * rdp_per_step(s, q, orders), delta, orders)
+
+    floor = epsilon_floor(delta, orders)
+    if epsilon <= floor:
+        return float("inf")
+    hi = 1.0
+    while eps_of(hi) > epsilon:
+        hi *= 2
+        if hi > 1e6:
+            return float("inf")
+    lo = hi / 2
+    while lo > 0.1 and eps_of(lo) <= epsilon:  # opacus' RDP series is unstable for tiny sigma
+        lo /= 2
+    if eps_of(lo) <= epsilon:
+        return float(lo)
+    s = brentq(lambda v: eps_of(v) - epsilon, lo, hi, xtol=1e-10)
+    while eps_of(s) > epsilon:
+        s *= 1 + 1e-9
+    return float(s)
+
+
+def largest_feasible_rounds(epsilon: float, delta: float, sigma: float, local_steps: int, q: float = 1.0,
+                            orders: Sequence[float] = DEFAULT_ORDERS) -> int:
+    """Largest ``T`` for which ``T·K`` steps at rate ``q`` and ``σ`` spend at most ``ε`` (0 if none)."""
+    orders = tuple(orders)
+    per = rdp_per_step(sigma, q, orders) * local_steps
+
+    def ok(t: int) -> bool:
+        return epsilon_from_rdp(t * per, delta, orders) <= epsilon
+
+    if not ok(1):
+        return 0
+    hi = 1
+    while ok(hi * 2) and hi < 2**30:
+        hi *= 2
+    lo, hi = hi, hi * 2  # ok(lo), not ok(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def check_min_batch(schedule: Schedule, num_examples: int, min_expected_batch: float) -> None:
+    """Error before training when a schedule's smallest rate gives expected batches ``q·m_n`` below
+    ``min_expected_batch`` — the budget cannot be met at a usable batch size with this ``σ`` and ``T``.
+
+    Raises:
+        BudgetInfeasibleError: naming the smallest feasible ``σ`` (same ``T``) and the largest
+            feasible number of rounds (same ``σ``).
+    """
+    if min_expected_batch <= 0:
+        return
+    q_min = float(schedule.rates.min())
+    if q_min * num_examples >= min_expected_batch:
+        return
+    rho = schedule.rho if schedule.transition else 1.0
+    q_req = min_expected_batch / num_examples / rho  # uniform rate needed so that rho*q_uni*m >= min
+    steps = schedule.rounds * schedule.local_steps
+    if q_req > 1:
+        raise BudgetInfeasibleError(
+            f"client with {num_examples} records cannot reach an expected batch of {min_expected_batch:g} "
+            f"(needs q={q_req:.3g} > 1); lower min_expected_batch or give the client more data"
+        )
+    s_min = smallest_feasible_sigma(schedule.epsilon, schedule.delta, steps, q_req, schedule.orders)
+    t_max = largest_feasible_rounds(schedule.epsilon, schedule.delta, schedule.sigma, schedule.local_steps,
+                                    q_req, schedule.orders)
+    raise BudgetInfeasibleError(
+        f"budget eps={schedule.epsilon:g} (delta={schedule.delta:g}) cannot be met with sigma={schedule.sigma:g}, "
+        f"rounds={schedule.rounds}, local_steps={schedule.local_steps} at an expected batch >= "
+        f"{min_expected_batch:g} (client with m={num_examples}, rho={rho:g} would get q*m="
+        f"{q_min * num_examples:.2f}). Smallest feasible sigma: {s_min:.4f}; largest feasible rounds: {t_max}."
+    )
+
+
+def uniform_rate(
+    eps: float, delta: float, sigma: float, steps: int, orders: Sequence[float] = DEFAULT_ORDERS
+) -> float:
+    """Largest Poisson rate ``q ∈ (0, 1]`` with ``ε_RDP→DP([(σ, q, steps)], δ) <= eps`` (IDP-FedAvg rate).
+
+    Args:
+        eps: budget ``ε`` (> 0).
+        delta: ``δ``.
+        sigma: noise multiplier.
+        steps: total DP-SGD steps ``T·K``.
+
+    Returns:
+        ``q`` (float). ``1.0`` when even full batches fit in the budget.
+
+    Raises:
+        BudgetInfeasibleError: ``steps <= 0``. (Poisson subsampling makes any ``ε > 0`` reachable
+            as ``q → 0``; usable batch sizes are enforced by :func:`check_min_batch`.)
+    """
+    if steps <= 0:
+        raise BudgetInfeasibleError(f"steps must be >= 1, got {steps}")
+    orders = tuple(orders)
+    floor = epsilon_floor(delta, orders)
+    if eps <= floor:
+        raise BudgetInfeasibleError(
+            f"eps={eps:g} is below {floor:.4f}, the smallest epsilon the RDP conversion certifies at "
+            f"delta={delta:g} with these orders; raise eps or delta")
+
+    def f(q: float) -> float:
+        return epsilon_from_rdp(steps * rdp_per_step(sigma, q, orders), delta, orders)
+
+    if f(1.0) <= eps:
+        return 1.0
+    return _largest_feasible(f, eps)
+
+
+def spend_rate(
+    eps: float,
+    delta: float,
+    sigma: float,
+    q_saving: float,
+    saving_steps: int,
+    spending_steps: int,
+    orders: Sequence[float] = DEFAULT_ORDERS,
+) -> float:
+    """Spend-as-you-go rate: the largest ``q`` with ``ε([(σ, q_sav, n_sav), (σ, q, n_spe)], δ) <= eps``.
+
+    Raises:
+        BudgetInfeasibleError: the saving phase alone exceeds ``eps``, or ``q <= 1`` cannot spend
+            what was saved (save less: larger ``rho`` or a later transition).
+    """
+    orders = tuple(orders)
+    if spending_steps <= 0:
+        raise BudgetInfeasibleError("no spending rounds: transition must be < rounds")
+
+    def f(q: float) -> float:
+        return _eps_two_phase(q_saving, saving_steps, q, spending_steps, sigma, delta, orders)
+
+    if f(0.0) > eps:
+        raise BudgetInfeasibleError(
+            f"the saving phase alone (q={q_saving:.6g} for {saving_steps} steps) spends {f(0.0):.4g} > eps={eps}"
+        )
+    if f(1.0) <= eps:
+        raise BudgetInfeasibleError(
+            f"even q=1 in the {spending_steps} spending steps spends only {f(1.0):.4g} < eps={eps}: the saved "
+            "budget cannot be spent; use a larger rho or a later transition round"
+        )
+    return _largest_feasible(f, eps)
+
+
+def make_schedule(
+    eps: float,
+    delta: float,
+    sigma: float,
+    rounds: int,
+    local_steps: int,
+    transition: int | None = None,
+    rho: float = 1.0,
+    orders: Sequence[float] = DEFAULT_ORDERS,
+) -> Schedule:
+    """One client's time-adaptive schedule (Algorithm 1, spend-as-you-go).
+
+    Args:
+        eps, delta: the client's budget.
+        sigma: noise multiplier ``σ``.
+        rounds: ``T``.
+        local_steps: ``K`` DP-SGD steps per round.
+        transition: ``τ``: rounds ``1..τ`` save, ``τ+1..T`` spend; default ``⌊T/2⌋``.
+        rho: saving factor ``ρ ∈ (0, 1]``; ``ρ = 1`` gives the uniform (IDP-FedAvg) schedule.
+
+    Returns:
+        :class:`Schedule` with ``rates`` of shape ``(T,)``; ``q_sav <= q_uni <= q_spe``.
+
+    Raises:
+        BudgetInfeasibleError: ``ε`` cannot be met at ``q <= 1`` (message names the smallest
+            feasible ``σ`` and the largest feasible number of rounds), or the saved budget cannot
+            be spent.
+        ValueError: bad ``rounds``, ``local_steps``, ``transition`` or ``rho``.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if local_steps < 1:
+        raise ValueError(f"local_steps must be >= 1, got {local_steps}")
+    if not (0 < rho <= 1):
+        raise ValueError(f"rho must lie in (0, 1], got {rho}")
+    tau = rounds // 2 if transition is None else int(transition)
+    if not (0 <= tau < rounds):
+        raise ValueError(f"transition must lie in [0, rounds), got {tau} with rounds={rounds}")
+    orders = tuple(orders)
+    total = rounds * local_steps
+    q_uni = uniform_rate(eps, delta, sigma, total, orders)
+    if q_uni >= 1.0:
+        warnings.warn(
+            f"eps={eps:g} is loose: full batches (q=1) for all {total} steps spend less than it; the "
+            "client cannot spend its whole budget (lower sigma or add rounds)", UserWarning, stacklevel=2)
+    if rho == 1.0 or tau == 0:
+        rates = np.full(rounds, q_uni)
+        return Schedule(rates, float(sigma), int(local_steps), float(eps), float(delta), 0, 1.0,
+                        q_uni, q_uni, q_uni, orders)
+    q_sav = rho * q_uni
+    q_spe = spend_rate(eps, delta, sigma, q_sav, tau * local_steps, (rounds - tau) * local_steps, orders)
+    rates = np.concatenate([np.full(tau, q_sav), np.full(rounds - tau, q_spe)])
+    return Schedule(rates, float(sigma), int(local_steps), float(eps), float(delta), tau, float(rho),
+                    q_uni, q_sav, q_spe, orders)
+
+
+def assign_saving_factors(eps_list: Sequence[float], rhos: Sequence[float], reverse: bool = False) -> list[float]:
+    """Permutation rule: the smallest saving factor (most saving) goes to the strictest budget.
+
+    Args:
+        eps_list: budgets ``ε_n`` of the ``N`` clients.
+        rhos: a multiset of ``N`` saving factors in ``(0, 1]``.
+        reverse: the ablation: the *relaxed* clients save most.
+
+    Returns:
+        ``list[float]`` of length ``N`` aligned with ``eps_list`` (ties in ``ε`` keep input order).
+
+    Raises:
+        ValueError: length mismatch or a ``ρ`` outside ``(0, 1]``.
+
+    Example:
+        ``assign_saving_factors([4, 1, 2], [0.5, 1.0, 0.25]) == [1.0, 0.25, 0.5]``
+    """
+    if len(eps_list) != len(rhos):
+        raise ValueError(f"eps_list has {len(eps_list)} entries but rhos has {len(rhos)}")
+    if any(not (0 < r <= 1) for r in rhos):
+        raise ValueError(f"every rho must lie in (0, 1], got {list(rhos)}")
+    order = sorted(range(len(eps_list)), key=lambda i: (eps_list[i], i))  # stable ascending ε
+    sorted_rhos = sorted(rhos, reverse=reverse)
+    out = [0.0] * len(eps_list)
+    for rank, i in enumerate(order):
+        out[i] = float(sorted_rhos[rank])
+    return out
+
+
+def plan_federation(
+    budgets: Sequence[ClientBudget],
+    method: str,
+    sigma: float,
+    rounds: int,
+    local_steps: int,
+    transition: int | None = None,
+    rhos: Sequence[float] | None = None,
+    min_expected_batch: float = 5.0,
+) -> list[Schedule]:
+    """Schedules for all clients under one method.
+
+    Args:
+        budgets: one :class:`ClientBudget` per client.
+        method: ``"dpfedavg"`` (all at the strictest ``ε``, uniform in time), ``"idp"`` (individual
+            ``ε``, uniform), ``"ta"`` (individual ``ε``, saving factors ``rhos`` assigned by the
+            permutation rule), ``"ta-reverse"`` (the reversed permutation), ``"ta-uniform"``
+            (``rhos`` used as given, aligned with ``budgets``).
+        sigma, rounds, local_steps, transition: see :func:`make_schedule`.
+        rhos: ``N`` saving factors (for the ``ta*`` methods).
+        min_expected_batch: error (:func:`check_min_batch`) when a client's smallest expected batch
+            ``q · m_n`` falls below this; needs ``ClientBudget.num_examples``.
+
+    Returns:
+        ``list[Schedule]`` aligned with ``budgets``; every one spends at most its client's ``ε``.
+
+    Raises:
+        BudgetInfeasibleError: see :func:`make_schedule` (raised before any training).
+        ValueError: unknown method or missing ``rhos``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+    if sigma <= 0:
+        raise BudgetInfeasibleError(f"sigma must be > 0, got {sigma}")
+    eps = [b.epsilon for b in budgets]
+    deltas = [b.delta for b in budgets]
+    if method == "dpfedavg":
+        eps = [min(eps)] * len(eps)
+        rho_n = [1.0] * len(eps)
+    elif method == "idp":
+        rho_n = [1.0] * len(eps)
+    else:
+        if rhos is None:
+            raise ValueError(f"method {method!r} needs rhos (one saving factor per client)")
+        if method == "ta-uniform":
+            if len(rhos) != len(eps):
+                raise ValueError(f"rhos has {len(rhos)} entries for {len(eps)} clients")
+            rho_n = [float(r) for r in rhos]
+        else:
+            rho_n = assign_saving_factors(eps, rhos, reverse=(method == "ta-reverse"))
+    cache: dict[tuple, Schedule] = {}
+    out = []
+    for e, d, r, b in zip(eps, deltas, rho_n, budgets):
+        key = (e, d, r)
+        if key not in cache:
+            cache[key] = make_schedule(e, d, sigma, rounds, local_steps, transition, r)
+        s = cache[key]
+        if b.num_examples is not None:
+            check_min_batch(s, b.num_examples, min_expected_batch)
+        out.append(s)
+    return out

@@ -1,0 +1,64 @@
+"""CLI as a subprocess: --help, schedule, an infeasible budget (error before training)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, timeout=240):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "iclr25.ta_dpfl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_help_lists_subcommands():
+    r = run("--help")
+    assert r.returncode == 0
+    for sub in ("schedule", "train", "reproduce"):
+        assert sub in r.stdout
+
+
+def test_schedule_prints_rates_and_per_round_epsilon(tmp_path):
+    out = tmp_path / "s.json"
+    r = run("schedule", "--num-clients", "3", "--rounds", "6", "--local-steps", "2", "--json-out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "q_saving" in r.stdout and "epsilon spent after each round" in r.stdout
+    data = json.loads(out.read_text())
+    assert [d["epsilon"] for d in data] == [1.0, 2.0, 4.0]
+    for d in data:
+        e = d["epsilon_per_round"]
+        assert all(b >= a for a, b in zip(e, e[1:])) and e[-1] <= d["epsilon"]
+
+
+def test_train_infeasible_budget_fails_before_training(tmp_path):
+    r = run("train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "0.3", "--sigma", "0.8",
+            "--min-expected-batch", "50", "--output-dir", str(tmp_path))
+    assert r.returncode == 2
+    assert "Smallest feasible sigma" in r.stderr and "largest feasible rounds" in r.stderr
+    assert not list(tmp_path.glob("*/checkpoints/*"))
+
+
+@pytest.mark.slow
+def test_train_checkpoints_and_resume(tmp_path):
+    """Flower simulation (Ray): 2 rounds, then --resume to 3 rounds continues from the checkpoint."""
+    base = ["train", "--dataset", "digits", "--num-clients", "3", "--local-steps", "2", "--min-expected-batch", "1",
+            "--output-dir", str(tmp_path), "--quiet"]
+    r = run(*base, "--rounds", "3", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = tmp_path / "ta-seed0"
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == [
+        "round_001.pt", "round_002.pt", "round_003.pt"]
+    full = json.loads((run_dir / "result.json").read_text())
+    # drop the last checkpoint and metrics row, resume: round 3 is redone from round 2's model
+    (run_dir / "checkpoints" / "round_003.pt").unlink()
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()[:2]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    r = run(*base, "--rounds", "3", "--resume", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((run_dir / "result.json").read_text())
+    assert len(res["accuracy_per_round"]) == 3
+    assert res["accuracy_per_round"][:2] == full["accuracy_per_round"][:2]
+    assert res["epsilon_spent"] == pytest.approx(full["epsilon_spent"], rel=1e-9)
