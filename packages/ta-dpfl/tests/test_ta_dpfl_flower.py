@@ -5,6 +5,7 @@ import pytest
 
 flwr = pytest.importorskip("flwr")
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict  # noqa: E402
+
 from iclr25.ta_dpfl.config import FederationSpec  # noqa: E402
 from iclr25.ta_dpfl.federation import ServerState  # noqa: E402
 from iclr25.ta_dpfl.flower_app import _train, spec_from_run_config  # noqa: E402

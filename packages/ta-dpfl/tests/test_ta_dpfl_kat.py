@@ -2,6 +2,9 @@
 
 import numpy as np
 import pytest
+from opacus.accountants import RDPAccountant
+from opacus.accountants.analysis.rdp import compute_rdp
+
 from iclr25.ta_dpfl import (
     assign_saving_factors,
     epsilon_per_round,
@@ -10,8 +13,6 @@ from iclr25.ta_dpfl import (
     rdp_per_step,
     uniform_rate,
 )
-from opacus.accountants import RDPAccountant
-from opacus.accountants.analysis.rdp import compute_rdp
 
 
 def sig4(x: float) -> str:
@@ -107,9 +108,10 @@ def test_permutation_rule():
 
 def test_opacus_booking_pitfall_we_book_exact_rate():
     import torch
-    from iclr25.ta_dpfl.dp_sgd import MLP, local_dp_sgd
     from opacus.data_loader import DPDataLoader
     from torch.utils.data import TensorDataset
+
+    from iclr25.ta_dpfl.dp_sgd import MLP, local_dp_sgd
 
     ds = TensorDataset(torch.zeros(1000, 3), torch.zeros(1000, dtype=torch.long))
     assert len(DPDataLoader(ds, sample_rate=0.016239)) == 61  # Opacus' make_private would book 1/61

@@ -1,6 +1,7 @@
 """reproduce(): claim names and computed verdicts; the Flower smoke run is `slow` (Ray start-up)."""
 
 import pytest
+
 from iclr25.ta_dpfl.reproduce import claims_from_results
 
 NAMES = ["accuracy/idp_gt_dpfedavg", "accuracy/ta_ge_idp", "accuracy/strict_save_most_ge_reversed",

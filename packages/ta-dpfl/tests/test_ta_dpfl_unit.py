@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+
 from iclr25.ta_dpfl import (
     BudgetInfeasibleError,
     ClientBudget,

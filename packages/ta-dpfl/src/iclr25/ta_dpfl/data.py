@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = [

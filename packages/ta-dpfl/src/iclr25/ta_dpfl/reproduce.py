@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
 from iclr25.core.results import Claim
 
 from .config import FederationSpec, group_budgets
