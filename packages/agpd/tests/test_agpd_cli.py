@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 
 def _run(*args, cwd=None):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -36,8 +34,9 @@ def test_demo_recovers_planted_target():
     assert r.stdout.strip().splitlines()[-1].startswith("demo (paper): targets [0]; TPR 1.0000 FPR 0.0000")
 
 
-@pytest.mark.parametrize("variant", ["paper", "backdoorbench"])
-def test_poison_train_detect_tiny(tmp_path, variant):
+def test_poison_train_detect_tiny(tmp_path):
+    """poison -> train (1 epoch) -> resume -> detect; the BackdoorBench variant via the flag."""
+    variant = "backdoorbench"
     d, m = tmp_path / "data", tmp_path / "model"
     r = _run("poison", "--out", str(d), "--attack", "badnets", "--ratio", "0.1")
     assert r.returncode == 0, r.stderr
@@ -47,9 +46,10 @@ def test_poison_train_detect_tiny(tmp_path, variant):
     assert (m / "model.pt").is_file() and (m / "checkpoint.pt").is_file()
     r = _run("train", "--data", str(d), "--out", str(m), "--epochs", "1", "--resume", "--quiet")
     assert r.returncode == 0, r.stderr  # resumes at epoch 1 of 1: nothing left to train
-    r = _run("detect", "--data", str(d), "--model", str(m), "--agpd.variant", variant, "--quiet")
+    r = _run("detect", "--data", str(d), "--model", str(m), "--agpd.variant", variant, "--baselines", "spectral",
+             "--quiet")
     assert r.returncode == 0, r.stderr
     out = json.loads((m / "detection.json").read_text())
     assert {"TPR", "FPR", "F1", "target_classes", "layer"} <= set(out["agpd"])
-    assert set(out["baselines"]) == {"spectral", "ac"}
+    assert set(out["baselines"]) == {"spectral"}
     assert r.stdout.startswith(f"AGPD ({variant}): targets")

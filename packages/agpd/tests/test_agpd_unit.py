@@ -13,6 +13,7 @@ from iclr25.agpd.models import conv_layer_names, preact_resnet18
 from iclr25.agpd.stats import robust_z
 from iclr25.agpd.train import load_checkpoint, train_classifier
 
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Small convolutions: one torch thread is much faster on a busy 2-core machine."""

@@ -18,7 +18,7 @@ from .attacks import attack_success_rate, make_trigger, poison
 from .baselines import activation_clustering, spectral_signatures
 from .config import AGPDConfig
 from .data import ImageData, split_clean_set
-from .detector import detect_from_gradients
+from .detector import clean_bases, detect_from_gradients, filter_target_class
 from .gcd import closeness, far_end_indices
 from .gradients import activation_gradients, penultimate_features, predict
 from .metrics import detection_metrics
@@ -98,6 +98,15 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
         cfg = AGPDConfig(variant=v)
         res = detect_from_gradients(grads, y_bd, cgrads, y_clean, cfg, correct, data.num_classes)
         out["agpd"][v] = {**detection_metrics(pmask, res.poison_mask), **res.summary(), "config": asdict(cfg)}
+        if tgt is not None:  # diagnostic: Stage 3 alone, told the true target (at its highest-z layer)
+            layer = layers[int(torch.argmax(res.z[:, tgt]))]
+            sel = torch.nonzero(y_bd == tgt).flatten()
+            base = clean_bases(cgrads[layer], y_clean, data.num_classes, cfg.basis, correct, cfg.seed)[tgt]
+            fr = filter_target_class(grads[layer][sel], base, cfg)
+            given = torch.zeros_like(pmask)
+            given[sel[fr.poison]] = True
+            out["agpd"][v]["given_target"] = {"layer": layer, "js_len": len(fr.js), "stop": fr.stop,
+                                              **detection_metrics(pmask, given)}
     feats = penultimate_features(net, x_bd)
     out["baselines"] = {}
     for b in baselines:
@@ -109,8 +118,6 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
             raise ValueError(f"unknown baseline {b!r}; choose from 'spectral', 'ac'")
         out["baselines"][b] = detection_metrics(pmask, flag)
     if tgt is not None:
-        from .detector import clean_bases
-
         sel = y_bd == tgt
         out["oracle_auroc"] = {
             n: oracle_auroc(grads[n][sel], clean_bases(cgrads[n], y_clean, data.num_classes, "mean", correct)[tgt],

@@ -58,6 +58,10 @@ def claims_from_experiments(exps: dict[str, dict], scale: str) -> list[Claim]:
                f"{p['target_classes']} at {p['layer']} (z of class 0: {p['z'][0]:.2f}, max other: "
                f"{max(p['z'][1:]):.2f}); backdoorbench variant: targets {bb['target_classes']}, TPR "
                f"{_pct(bb['TPR']):.1f} FPR {_pct(bb['FPR']):.2f} F1 {_pct(bb['F1']):.1f}")
+        if "given_target" in p:
+            g = p["given_target"]
+            ctx += (f"; diagnostic, Stage 3 told the true target (paper variant, {g['layer']}): TPR "
+                    f"{_pct(g['TPR']):.1f} FPR {_pct(g['FPR']):.2f}")
         ok = float(p["target_classes"] == [0])
         claims += [
             Claim(f"{a}/target_identified", "target class identified (1/0)", ok, threshold=1.0,
@@ -85,7 +89,9 @@ def _markdown(exps: dict[str, dict]) -> str:
     rows = ["| attack | ACC | ASR | detector | targets | TPR | FPR | F1 |", "|---|---|---|---|---|---|---|---|"]
     for a, e in exps.items():
         asr = "" if e["asr"] is None else f"{_pct(e['asr']):.1f}"
-        for name, m in [*((f"AGPD ({v})", r) for v, r in e["agpd"].items()), *e["baselines"].items()]:
+        given = [(f"AGPD ({v}) Stage 3 given the true target", r["given_target"])
+                 for v, r in e["agpd"].items() if "given_target" in r]
+        for name, m in [*((f"AGPD ({v})", r) for v, r in e["agpd"].items()), *given, *e["baselines"].items()]:
             tg = str(m.get("target_classes", ""))
             rows.append(f"| {a} | {_pct(e['acc']):.1f} | {asr} | {name} | {tg} | {_pct(m['TPR']):.2f} | "
                         f"{_pct(m['FPR']):.2f} | {_pct(m['F1']):.2f} |")
