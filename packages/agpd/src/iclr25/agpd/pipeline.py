@@ -19,7 +19,7 @@ from .baselines import activation_clustering, spectral_signatures
 from .config import AGPDConfig
 from .data import ImageData, split_clean_set
 from .detector import clean_bases, detect_from_gradients, filter_target_class
-from .gcd import closeness, far_end_indices
+from .gcd import closeness, cosine, far_end_indices
 from .gradients import activation_gradients, penultimate_features, predict
 from .metrics import detection_metrics
 from .models import candidate_layers, preact_resnet18, small_preact_cnn
@@ -122,5 +122,15 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
         out["oracle_auroc"] = {
             n: oracle_auroc(grads[n][sel], clean_bases(cgrads[n], y_clean, data.num_classes, "mean", correct)[tgt],
                             pmask[sel]) for n in layers}
+    # diagnostic: how concentrated the GCDs are (cosine of each sample to its class's mean clean basis)
+    out["cosine_to_basis"] = {}
+    for n in layers:
+        b = clean_bases(cgrads[n], y_clean, data.num_classes, "mean", correct)
+        c = cosine(grads[n], b)[y_bd, torch.arange(len(y_bd))]
+        ck = [c[y_bd == k] for k in range(data.num_classes)]
+        out["cosine_to_basis"][n] = {
+            "mean": [float(v.mean()) if len(v) else None for v in ck],
+            "min": [float(v.min()) if len(v) else None for v in ck],
+            "poisoned_mean": float(c[pmask].mean()) if pmask.any() else None}
     out["seconds"] = {"train": t_train, "total": time.perf_counter() - t0}
     return out
