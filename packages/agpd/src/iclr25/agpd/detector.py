@@ -72,6 +72,7 @@ class DetectionResult:
         return {"target_classes": self.target_classes, "layer": self.layer, "fallback": self.fallback,
                 "n_flagged": int(self.poison_mask.sum()), "rho": self.rho[li].tolist(), "z": self.z[li].tolist(),
                 "max_z_per_layer": dict(zip(self.layers, self.z.max(1).values.tolist())),
+                "rho_all": dict(zip(self.layers, self.rho.tolist())), "z_all": dict(zip(self.layers, self.z.tolist())),
                 "stop": {k: f.stop for k, f in self.filters.items()},
                 "js_len": {k: len(f.js) for k, f in self.filters.items()}}
 
