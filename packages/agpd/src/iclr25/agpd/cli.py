@@ -1,0 +1,176 @@
+"""``iclr25-agpd``: poison / train / detect / reproduce / demo.
+
+    iclr25-agpd poison --attack badnets --ratio 0.1 --target 0 --data digits --out runs/bd
+    iclr25-agpd train --data runs/bd --epochs 15 --out runs/bd/model
+    iclr25-agpd detect --data runs/bd --model runs/bd/model --agpd.variant paper
+    iclr25-agpd reproduce --quick --out results/agpd
+    iclr25-agpd demo
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from iclr25.core.config import Command, run_cli
+
+from ._version import __version__
+from .config import AGPDConfig, DemoConfig, DetectConfig, PoisonConfig, ReproduceConfig, TrainConfig
+
+__all__ = ["main"]
+
+log = logging.getLogger("iclr25.agpd")
+
+
+def _threads(n: int | None) -> None:
+    if n is not None:
+        torch.set_num_threads(n)
+
+
+def _load(path: Path, what: str, hint: str) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: {what} (run '{hint}' first)")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def cmd_poison(cfg: PoisonConfig) -> int:
+    from .data import load_data, split_clean_set
+    from .pipeline import poison_dataset
+
+    data = load_data(cfg.data, cfg.seed)
+    xc, yc, xe, ye = split_clean_set(data.x_test, data.y_test, cfg.clean_per_class, cfg.seed)
+    x_bd, y_bd, mask, trig, tgt = poison_dataset(data, cfg.attack, cfg.ratio, cfg.target, cfg.alpha,
+                                                 cfg.patch_size, cfg.seed)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    state = {"x_bd": x_bd, "y_bd": y_bd, "poison_mask": mask, "x_clean": xc, "y_clean": yc, "x_eval": xe,
+             "y_eval": ye, "meta": {**{k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
+                                    "num_classes": data.num_classes, "target": -1 if tgt is None else tgt}}
+    if trig is not None:
+        state["x_eval_triggered"] = trig(xe)
+    torch.save(state, cfg.out / "poisoned.pt")
+    print(f"poisoned {int(mask.sum())}/{len(mask)} samples ({cfg.attack}, target {tgt}) -> {cfg.out / 'poisoned.pt'}")
+    return 0
+
+
+def cmd_train(cfg: TrainConfig) -> int:
+    from .pipeline import build_model
+    from .train import accuracy, save_checkpoint, train_classifier
+
+    _threads(cfg.threads)
+    d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
+    meta = d["meta"]
+    net = build_model(cfg.model, meta["num_classes"], d["x_bd"].shape[1])
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    train_classifier(net, d["x_bd"], d["y_bd"], epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+                     momentum=cfg.momentum, weight_decay=cfg.weight_decay, seed=cfg.seed, augment=cfg.augment,
+                     device=cfg.device, checkpoint=cfg.out / "checkpoint.pt", resume=cfg.resume,
+                     progress=not cfg.quiet)
+    net.cpu()
+    res = {"acc": accuracy(net, d["x_eval"], d["y_eval"])}
+    if "x_eval_triggered" in d:
+        from .gradients import predict
+
+        t = meta["target"]
+        keep = d["y_eval"] != t if t >= 0 else torch.ones_like(d["y_eval"], dtype=torch.bool)
+        want = torch.full_like(d["y_eval"], t) if t >= 0 else (d["y_eval"] + 1) % meta["num_classes"]
+        res["asr"] = float((predict(net, d["x_eval_triggered"][keep]) == want[keep]).float().mean())
+    save_checkpoint(cfg.out / "model.pt", net, epoch=cfg.epochs,
+                    meta={"model": cfg.model, "num_classes": meta["num_classes"], "in_channels": d["x_bd"].shape[1]})
+    (cfg.out / "train.json").write_text(json.dumps({**res, "config": {k: str(v) for k, v in asdict(cfg).items()}},
+                                                   indent=1))
+    print(f"trained {cfg.model}: clean accuracy {res['acc']:.4f}" + (f", ASR {res['asr']:.4f}" if "asr" in res else "")
+          + f" -> {cfg.out / 'model.pt'}")
+    return 0
+
+
+def cmd_detect(cfg: DetectConfig) -> int:
+    from .baselines import activation_clustering, spectral_signatures
+    from .detector import AGPD
+    from .gradients import penultimate_features
+    from .metrics import detection_metrics
+    from .pipeline import build_model
+
+    _threads(cfg.threads)
+    d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
+    m = _load(cfg.model / "model.pt", "the trained model", "iclr25-agpd train")
+    net = build_model(m["meta"]["model"], m["meta"]["num_classes"], m["meta"]["in_channels"])
+    net.load_state_dict(m["model"])
+    net.to(cfg.device).eval()
+    res = AGPD(net, config=cfg.agpd).detect(d["x_bd"], d["y_bd"], d["x_clean"], d["y_clean"],
+                                           num_classes=m["meta"]["num_classes"], progress=not cfg.quiet)
+    out = {"agpd": {**detection_metrics(d["poison_mask"], res.poison_mask), **res.summary()}, "baselines": {}}
+    if cfg.baselines:
+        feats = penultimate_features(net, d["x_bd"])
+        ratio = float(d["meta"]["ratio"])
+        for b in cfg.baselines:
+            if b == "spectral":
+                flag = spectral_signatures(feats, d["y_bd"], ratio)
+            elif b == "ac":
+                flag = activation_clustering(feats, d["y_bd"])
+            else:
+                raise ValueError(f"--baselines: unknown baseline {b!r}; choose from spectral, ac")
+            out["baselines"][b] = detection_metrics(d["poison_mask"], flag)
+    dest = (cfg.out or cfg.model)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "detection.json").write_text(json.dumps(out, indent=1))
+    (dest / "poison_mask.txt").write_text("\n".join(str(int(v)) for v in res.poison_mask.tolist()) + "\n")
+    a = out["agpd"]
+    line = (f"AGPD ({cfg.agpd.variant}): targets {res.target_classes} at {res.layer}; flagged {a['n_flagged']}; "
+            f"TPR {a['TPR']:.4f} FPR {a['FPR']:.4f} F1 {a['F1']:.4f}")
+    for b, v in out["baselines"].items():
+        line += f" | {b}: TPR {v['TPR']:.4f} FPR {v['FPR']:.4f}"
+    print(line)
+    return 0
+
+
+def cmd_reproduce(cfg: ReproduceConfig) -> int:
+    from iclr25.core.registry import run_reproduction
+    from iclr25.core.results import claims_table
+
+    from .reproduce import reproduce
+
+    report = run_reproduction("agpd", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
+    print(claims_table(report.claims))
+    print(f"agpd: {sum(c.holds for c in report.claims)}/{len(report.claims)} claims hold in {report.seconds:.0f} s; "
+          f"results in {cfg.out}/results.json")
+    return 0
+
+
+def cmd_demo(cfg: DemoConfig) -> int:
+    from .detector import detect_from_gradients
+    from .metrics import detection_metrics
+    from .synthetic import synthetic_gradients
+
+    G, Y, C, YC, P = synthetic_gradients(cfg.n_per_class, cfg.num_classes, cfg.dim, cfg.target,
+                                         cfg.poison_fraction, seed=cfg.seed)
+    res = detect_from_gradients({"synthetic": G}, Y, {"synthetic": C}, YC, AGPDConfig(variant=cfg.variant))
+    print("class  rho     z")
+    for k in range(cfg.num_classes):
+        print(f"{k:5d}  {res.rho[0, k]:.4f}  {res.z[0, k]:9.2f}" + ("  <- target" if k in res.target_classes else ""))
+    m = detection_metrics(P, res.poison_mask)
+    print(f"demo ({cfg.variant}): targets {res.target_classes}; TPR {m['TPR']:.4f} FPR {m['FPR']:.4f} F1 {m['F1']:.4f}")
+    return 0
+
+
+COMMANDS = {
+    "poison": Command(PoisonConfig, cmd_poison, "poison a data set's training split (BadNets / Blended)"),
+    "train": Command(TrainConfig, cmd_train, "train a classifier on a poisoned data set (checkpoints, --resume)"),
+    "detect": Command(DetectConfig, cmd_detect, "run AGPD (+ Spectral / AC baselines) on a trained model"),
+    "reproduce": Command(ReproduceConfig, cmd_reproduce, "reproduce the paper's claims (--quick: < 3 min on CPU)"),
+    "demo": Command(DemoConfig, cmd_demo, "AGPD on synthetic gradients with a planted poisoned cluster"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``iclr25-agpd`` console script; returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return run_cli("iclr25-agpd", "AGPD: activation-gradient based poisoned sample detection (ICLR 2025).",
+                       COMMANDS, argv)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"iclr25-agpd: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,269 @@
+"""AGPD: target-class identification by GCD dispersion and iterative filtering inside the target
+class (paper Section 4.2, Algorithm 1, Appendix D.1).
+
+The functional core, :func:`detect_from_gradients`, works on activation gradients alone (so it
+runs on synthetic gradients too); :class:`AGPD` computes them from a model first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .config import AGPDConfig
+from .gcd import closeness, cvbt, far_end_indices
+from .gradients import activation_gradients, predict
+from .stats import js_trace, robust_z, select_stop
+
+__all__ = ["DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
+           "filter_target_class", "detect_from_gradients", "AGPD"]
+
+
+@dataclass
+class FilterResult:
+    """Algorithm 1 on one target class.
+
+    Attributes:
+        poison: ``(n,)`` bool, samples flagged before the stopping round.
+        round_of: ``(n,)`` int64, the round each sample was filtered in (-1: never).
+        js: the JS trace ``JS_1..JS_T``; stop: the stopping round ``t*``.
+    """
+
+    poison: Tensor
+    round_of: Tensor
+    js: list[float]
+    stop: int
+
+
+@dataclass
+class DetectionResult:
+    """Output of AGPD.
+
+    Attributes:
+        poison_mask: ``(N,)`` bool over the untrustworthy set, True = detected as poisoned.
+        target_classes: identified target labels (empty: the model is declared clean).
+        layer: the selected layer ``l*``; layers: all candidate layers (rows of ``rho``/``z``).
+        rho: ``(L, K)`` float64 CVBT per layer and class; z: ``(L, K)`` robust z-scores.
+        fallback: True when no class reached ``tau_z`` and the ``rho > fallback_rho`` rule was used.
+        filters: per target class, the :class:`FilterResult` of Algorithm 1.
+    """
+
+    poison_mask: Tensor
+    target_classes: list[int]
+    layer: str
+    layers: list[str]
+    rho: Tensor
+    z: Tensor
+    fallback: bool = False
+    filters: dict[int, FilterResult] = field(default_factory=dict)
+
+    @property
+    def js(self) -> dict[int, list[float]]:
+        """The JS trace of every target class."""
+        return {k: f.js for k, f in self.filters.items()}
+
+    def summary(self) -> dict:
+        """JSON-ready summary (no per-sample arrays)."""
+        li = self.layers.index(self.layer)
+        return {"target_classes": self.target_classes, "layer": self.layer, "fallback": self.fallback,
+                "n_flagged": int(self.poison_mask.sum()), "rho": self.rho[li].tolist(), "z": self.z[li].tolist(),
+                "max_z_per_layer": dict(zip(self.layers, self.z.max(1).values.tolist())),
+                "rho_all": dict(zip(self.layers, self.rho.tolist())), "z_all": dict(zip(self.layers, self.z.tolist())),
+                "stop": {k: f.stop for k, f in self.filters.items()},
+                "js_len": {k: len(f.js) for k, f in self.filters.items()}}
+
+
+def clean_bases(clean_grads: Tensor, clean_labels: Tensor, num_classes: int, basis: str = "mean",
+                clean_correct: Tensor | None = None, seed: int = 0) -> Tensor:
+    """Clean basis ``g(x_0^k, k)`` of every class -> ``(K, C)``.
+
+    ``basis="single"`` (paper): one clean sample per class (seeded choice among the correctly
+    classified ones); ``"mean"`` (official code): the mean over the correctly classified ones.
+    Classes without a correctly classified clean sample use all their clean samples.
+
+    Raises:
+        ValueError: if a class has no clean sample (the defender needs at least one per class).
+    """
+    if basis not in ("single", "mean"):
+        raise ValueError(f"basis must be 'single' or 'mean', got {basis!r}")
+    rng = np.random.default_rng(seed)
+    out = torch.empty(num_classes, clean_grads.shape[1], dtype=clean_grads.dtype)
+    for k in range(num_classes):
+        idx = torch.nonzero(clean_labels == k).flatten()
+        if len(idx) == 0:
+            raise ValueError(f"the clean set has no sample of class {k}; AGPD needs at least one per class")
+        if clean_correct is not None and clean_correct[idx].any():
+            idx = idx[clean_correct[idx]]
+        out[k] = clean_grads[idx].mean(0) if basis == "mean" else clean_grads[idx[int(rng.integers(len(idx)))]]
+    return out
+
+
+def cvbt_matrix(grads: Mapping[str, Tensor], labels: Tensor, bases: Mapping[str, Tensor], num_classes: int,
+                m: int = 1, include_far: bool = True) -> Tensor:
+    """Eq. (3) for every layer and class -> ``(L, K)`` float64 (0 for a class without samples)."""
+    rho = torch.zeros(len(grads), num_classes, dtype=torch.float64)
+    for i, name in enumerate(grads):
+        for k in range(num_classes):
+            Gk = grads[name][labels == k]
+            if len(Gk):
+                rho[i, k] = cvbt(Gk, bases[name][k], m=min(m, len(Gk)), include_far=include_far)
+    return rho
+
+
+def identify_targets(rho: Tensor, cfg: AGPDConfig) -> tuple[int, list[int], Tensor, bool]:
+    """Stage 2: robust z-score per layer, ``l* = argmax_l max_k z``, targets ``z >= tau_z``; when
+    none, the ``rho > fallback_rho`` fallback (paper: at ``l*``; official code: the layer among the
+    last three with the most such classes).
+
+    Returns:
+        ``(layer index, target classes, z (L, K), fallback used)``.
+    """
+    z = torch.stack([robust_z(r, one_sided=cfg.one_sided_z, eps=cfg.z_eps) for r in rho])
+    zmax = torch.nan_to_num(z, posinf=1e300, neginf=-1e300).max(1).values
+    li = int(torch.argmax(zmax))
+    targets = torch.nonzero(z[li] >= cfg.tau_z).flatten().tolist()
+    fallback = False
+    if not targets and cfg.fallback_rho is not None:
+        rows = [li] if cfg.fallback_layers == "best" else list(range(max(0, len(rho) - 3), len(rho)))
+        counts = [int((rho[r] > cfg.fallback_rho).sum()) for r in rows]
+        best = rows[int(np.argmax(counts))]
+        if max(counts) > 0:
+            li, fallback = best, True
+            targets = torch.nonzero(rho[best] > cfg.fallback_rho).flatten().tolist()
+    return li, targets, z, fallback
+
+
+def filter_target_class(G: Tensor, g0: Tensor, cfg: AGPDConfig) -> FilterResult:
+    """Algorithm 1: iterative filtering inside one target class.
+
+    Round ``t``: closeness (Eq. 4) of the remaining samples to ``g0`` against the current far end
+    (initially the farthest sample; then the mean gradient of all samples filtered so far, or kept
+    fixed with ``far_update="fixed"``); optionally min-max normalised; samples with closeness
+    ``< tau_s`` (``<= tau_s`` when normalised, as the official code) leave. The loop ends when no
+    sample remains or none leaves. ``JS_t`` compares the closeness histograms of rounds ``t`` and
+    ``t-1``; :func:`~iclr25.agpd.stats.select_stop` gives ``t*``; samples that left in rounds
+    ``< t*`` are poisoned.
+
+    Args:
+        G: ``(n, C)`` activation gradients of the class; g0: ``(C,)`` clean basis.
+    """
+    n = len(G)
+    round_of = torch.full((n,), -1, dtype=torch.long)
+    if n == 0:
+        return FilterResult(torch.zeros(0, dtype=torch.bool), round_of, [], 0)
+    remaining = torch.arange(n)
+    far = G[far_end_indices(G, g0, 1)[0]]
+    flagged: list[Tensor] = []
+    rounds: list[np.ndarray] = []
+    t = 0
+    while len(remaining):
+        s = closeness(G[remaining], g0, far)
+        if cfg.normalize_closeness:
+            lo, hi = s.min(), s.max()
+            s = (s - lo) / (hi - lo) if hi > lo else torch.zeros_like(s)
+            leave = s <= cfg.tau_s
+        else:
+            leave = s < cfg.tau_s
+        rounds.append(s.numpy())
+        if not leave.any():
+            break
+        round_of[remaining[leave]] = t
+        flagged.append(remaining[leave])
+        remaining = remaining[~leave]
+        if cfg.far_update == "mean":
+            far = G[torch.cat(flagged)].double().mean(0)
+        t += 1
+    js = js_trace(rounds, bins=cfg.bins, distance=cfg.js_distance)
+    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule)
+    return FilterResult((round_of >= 0) & (round_of < stop), round_of, js, stop)
+
+
+def detect_from_gradients(grads: Mapping[str, Tensor], labels: Tensor, clean_grads: Mapping[str, Tensor],
+                          clean_labels: Tensor, cfg: AGPDConfig | None = None, clean_correct: Tensor | None = None,
+                          num_classes: int | None = None) -> DetectionResult:
+    """AGPD on precomputed activation gradients.
+
+    Args:
+        grads: ``{layer: (N, C_l)}`` gradients of the untrustworthy set (w.r.t. the given labels).
+        labels: ``(N,)`` int64 given labels.
+        clean_grads: ``{layer: (M, C_l)}`` gradients of the defender's clean set; clean_labels ``(M,)``.
+        cfg: :class:`AGPDConfig` (default: the paper variant).
+        clean_correct: ``(M,)`` bool, whether the model classifies each clean sample correctly.
+        num_classes: K (default: the largest label + 1).
+
+    Returns:
+        :class:`DetectionResult`.
+
+    Raises:
+        ValueError: for mismatched layers or shapes, or a class missing from the clean set.
+    """
+    cfg = cfg or AGPDConfig()
+    if list(grads) != list(clean_grads):
+        raise ValueError(f"grads and clean_grads must have the same layers; got {list(grads)} and {list(clean_grads)}")
+    if not grads:
+        raise ValueError("no layers given")
+    for name in grads:
+        if len(grads[name]) != len(labels) or len(clean_grads[name]) != len(clean_labels):
+            raise ValueError(f"layer {name}: {len(grads[name])} gradients for {len(labels)} labels, "
+                             f"{len(clean_grads[name])} clean gradients for {len(clean_labels)} clean labels")
+    K = num_classes or int(max(labels.max(), clean_labels.max())) + 1
+    bases = {n: clean_bases(clean_grads[n], clean_labels, K, cfg.basis, clean_correct, cfg.seed) for n in grads}
+    rho = cvbt_matrix(grads, labels, bases, K, cfg.m, cfg.include_far)
+    li, targets, z, fallback = identify_targets(rho, cfg)
+    layers = list(grads)
+    layer = layers[li]
+    mask = torch.zeros(len(labels), dtype=torch.bool)
+    filters = {}
+    for k in targets:
+        idx = torch.nonzero(labels == k).flatten()
+        fr = filter_target_class(grads[layer][idx], bases[layer][k], cfg)
+        filters[k] = fr
+        mask[idx[fr.poison]] = True
+    return DetectionResult(mask, targets, layer, layers, rho, z, fallback, filters)
+
+
+class AGPD:
+    """Activation Gradient based Poisoned sample Detection.
+
+    Args:
+        model: the classifier trained on the untrustworthy set (logits ``(N, K)``).
+        layers: candidate layers (names in ``model.named_modules()``); default: every 3x3 conv of
+            the residual blocks but the last (:func:`~iclr25.agpd.models.candidate_layers`).
+        config: :class:`AGPDConfig`; or give its fields as keywords (``variant="backdoorbench"``,
+            ``tau_s=0.05``).
+
+    Example::
+
+        det = AGPD(model, variant="paper")
+        res = det.detect(x_bd, y_bd, x_clean, y_clean)
+        res.target_classes, res.poison_mask.sum()
+    """
+
+    def __init__(self, model: nn.Module, layers: Sequence[str] | None = None, config: AGPDConfig | None = None,
+                 **overrides):
+        from .models import candidate_layers
+
+        if config is not None and overrides:
+            raise ValueError("pass either config=AGPDConfig(...) or keyword overrides, not both")
+        self.model = model
+        self.layers = list(layers) if layers is not None else candidate_layers(model)
+        if not self.layers:
+            raise ValueError("no candidate layers: pass layers=[...] (names of conv modules)")
+        self.config = config if config is not None else AGPDConfig(**overrides)
+
+    def gradients(self, x: Tensor, y: Tensor, batch_size: int = 256, progress: bool = False) -> dict[str, Tensor]:
+        """Activation gradients ``{layer: (N, C_l)}`` of ``(x, y)`` (Eq. 1)."""
+        return activation_gradients(self.model, x, y, self.layers, batch_size, progress=progress)
+
+    def detect(self, x_bd: Tensor, y_bd: Tensor, x_clean: Tensor, y_clean: Tensor, batch_size: int = 256,
+               num_classes: int | None = None, progress: bool = False) -> DetectionResult:
+        """Run Stages 1-3 on the untrustworthy set ``(x_bd (N, ...), y_bd (N,))`` with the clean set
+        ``(x_clean (M, ...), y_clean (M,))``."""
+        g = self.gradients(x_bd, y_bd, batch_size, progress)
+        gc = self.gradients(x_clean, y_clean, batch_size)
+        correct = predict(self.model, x_clean) == y_clean
+        return detect_from_gradients(g, y_bd, gc, y_clean, self.config, correct, num_classes)

@@ -1,0 +1,181 @@
+"""Unit tests: shapes, invariances, errors, variants, checkpoints, data loaders."""
+
+import math
+
+import pytest
+import torch
+from iclr25.agpd import AGPD, AGPDConfig, activation_gradients, candidate_layers, small_preact_cnn
+from iclr25.agpd.baselines import activation_clustering, spectral_signatures
+from iclr25.agpd.config import VARIANTS
+from iclr25.agpd.detector import clean_bases, filter_target_class
+from iclr25.agpd.gcd import closeness, cvbt
+from iclr25.agpd.models import conv_layer_names, preact_resnet18
+from iclr25.agpd.stats import robust_z
+from iclr25.agpd.train import load_checkpoint, train_classifier
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small convolutions: one torch thread is much faster on a busy 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+
+def test_config_variants_fill_defaults_and_overrides_win():
+    p, b = AGPDConfig(), AGPDConfig(variant="backdoorbench")
+    for k, v in VARIANTS["paper"].items():
+        assert getattr(p, k) == v
+    for k, v in VARIANTS["backdoorbench"].items():
+        assert getattr(b, k) == v
+    assert AGPDConfig(variant="backdoorbench", basis="single").basis == "single"
+    assert p.tau_z == pytest.approx(math.e**2)
+    with pytest.raises(ValueError, match="variant"):
+        AGPDConfig(variant="official")
+    with pytest.raises(ValueError, match="tau_s"):
+        AGPDConfig(tau_s=2.0)
+
+
+def test_preact_resnet18_layer_names_match_backdoorbench():
+    names = conv_layer_names(preact_resnet18())
+    assert len(names) == 16 and names[0] == "layer1.0.conv1" and names[-1] == "layer4.1.conv2"
+    assert candidate_layers(preact_resnet18())[-1] == "layer4.1.conv1"
+    assert len(candidate_layers(small_preact_cnn(10, 1))) == 7
+
+
+def test_activation_gradients_shapes_and_mode_restored():
+    m = small_preact_cnn(10, 1)
+    m.train()
+    x, y = torch.rand(9, 1, 8, 8), torch.randint(0, 10, (9,))
+    layers = candidate_layers(m)
+    g = activation_gradients(m, x, y, layers, batch_size=4)
+    assert set(g) == set(layers) and g["layer1.0.conv1"].shape == (9, 32) and g["layer2.1.conv1"].shape == (9, 64)
+    assert m.training  # restored
+    # eval mode: a sample's gradient does not depend on its batch mates
+    g1 = activation_gradients(m, x[:1], y[:1], layers)
+    assert torch.allclose(g1["layer1.0.conv1"][0], g["layer1.0.conv1"][0], atol=1e-6)
+    gce = activation_gradients(m, x, y, layers, target="ce")
+    assert not torch.allclose(gce["layer1.0.conv1"], g["layer1.0.conv1"])
+    with pytest.raises(KeyError, match="no layer"):
+        activation_gradients(m, x, y, ["layer9.conv1"])
+    with pytest.raises(ValueError, match="target"):
+        activation_gradients(m, x, y, layers, target="loss")
+
+
+def test_gcd_shape_errors_and_far_set():
+    with pytest.raises(ValueError, match=r"\(n, C\)"):
+        cvbt(torch.ones(3), torch.ones(3))
+    with pytest.raises(ValueError, match="basis"):
+        closeness(torch.ones(3, 2), torch.ones(3), torch.ones(2))
+    G = torch.randn(30, 5)
+    assert 0.0 <= cvbt(G, torch.randn(5), m=5) <= 2.0
+    assert cvbt(torch.zeros(0, 5), torch.ones(5)) == 0.0
+
+
+def test_robust_z_zero_scale():
+    z = robust_z([0.0, 0.0, 0.0, 0.1])
+    assert z[0] == 0 and math.isinf(z[3])
+    assert torch.equal(robust_z([0.0, 0.0, 0.0]), torch.zeros(3, dtype=torch.float64))
+
+
+def test_clean_bases_errors_and_choice():
+    cg = torch.randn(6, 4)
+    cy = torch.tensor([0, 0, 0, 1, 1, 1])
+    mean = clean_bases(cg, cy, 2, "mean")
+    assert torch.allclose(mean[0], cg[:3].mean(0))
+    correct = torch.tensor([True, False, False, True, True, True])
+    assert torch.allclose(clean_bases(cg, cy, 2, "mean", correct)[0], cg[0])
+    single = clean_bases(cg, cy, 2, "single", seed=0)
+    assert any(torch.equal(single[1], cg[i]) for i in range(3, 6))
+    with pytest.raises(ValueError, match="class 2"):
+        clean_bases(cg, cy, 3)
+
+
+def test_filter_fixed_far_end_and_empty_class():
+    cfg = AGPDConfig(far_update="fixed")
+    G = torch.cat([torch.tensor([[1.0, 0.0]]).repeat(5, 1), torch.tensor([[-1.0, 0.1]]).repeat(3, 1)])
+    fr = filter_target_class(G, torch.tensor([1.0, 0.0]), cfg)
+    assert fr.poison.tolist() == [False] * 5 + [True] * 3
+    assert filter_target_class(torch.zeros(0, 2), torch.ones(2), cfg).poison.numel() == 0
+
+
+def test_agpd_rejects_config_and_overrides():
+    with pytest.raises(ValueError, match="either"):
+        AGPD(small_preact_cnn(10, 1), config=AGPDConfig(), tau_s=0.1)
+
+
+def test_baselines_flag_planted_outliers():
+    torch.manual_seed(0)
+    f = torch.randn(400, 16)
+    y = torch.arange(400) % 4
+    bad = torch.zeros(400, dtype=torch.bool)
+    bad[:40:4] = True  # 10 samples of class 0
+    f[bad] += 6.0
+    flag = spectral_signatures(f, y, ratio=0.1)
+    assert flag[bad].all() and flag.sum() == 4 * int(1.5 * 0.1 * 100)
+    ac = activation_clustering(f, y, n_components=4)
+    assert ac[bad].all() and ac[~bad].sum() <= 5
+    with pytest.raises(ValueError, match="features"):
+        spectral_signatures(f[:10], y)
+
+
+def test_resume_continues_from_saved_epoch(tmp_path):
+    torch.manual_seed(0)
+    x, y = torch.rand(64, 1, 8, 8), torch.randint(0, 10, (64,))
+    ck = tmp_path / "ck.pt"
+    torch.manual_seed(1)
+    full = train_classifier(small_preact_cnn(10, 1, (8, 8), (1, 1)), x, y, epochs=3, batch_size=32)
+    # interrupted run: 3-epoch schedule stopped after epoch 1 (simulate by training epochs=3 but saving at 1)
+    torch.manual_seed(1)
+    part = small_preact_cnn(10, 1, (8, 8), (1, 1))
+    import iclr25.agpd.train as T
+
+    class Stop(Exception):
+        pass
+
+    orig = T.save_checkpoint
+
+    def save_then_stop(*a, **k):
+        orig(*a, **k)
+        raise Stop
+
+    T.save_checkpoint = save_then_stop
+    try:
+        with pytest.raises(Stop):
+            train_classifier(part, x, y, epochs=3, batch_size=32, checkpoint=ck)
+    finally:
+        T.save_checkpoint = orig
+    assert load_checkpoint(ck)["epoch"] == 1
+    resumed = train_classifier(small_preact_cnn(10, 1, (8, 8), (1, 1)), x, y, epochs=3, batch_size=32,
+                               checkpoint=ck, resume=True)
+    for p, q in zip(full.state_dict().values(), resumed.state_dict().values()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_digits_loader_and_clean_split():
+    from iclr25.agpd.data import load_digits_data, split_clean_set
+
+    d = load_digits_data()
+    assert d.x_train.shape[1:] == (1, 8, 8) and d.x_train.dtype == torch.float32
+    assert float(d.x_train.max()) <= 1.0 and len(d.y_train) + len(d.y_test) == 1797
+    xc, yc, xe, ye = split_clean_set(d.x_test, d.y_test, 10)
+    assert len(xc) == 100 and torch.bincount(yc).tolist() == [10] * 10 and len(xe) == len(d.x_test) - 100
+    with pytest.raises(ValueError, match="per_class"):
+        split_clean_set(d.x_test, d.y_test, 1000)
+
+
+@pytest.mark.realdata
+def test_cifar10_subset_loader():
+    from iclr25.agpd.data import load_cifar10_subset
+    from iclr25.core.data import DataNotFoundError
+
+    try:
+        d = load_cifar10_subset(download=False)
+    except DataNotFoundError as e:
+        pytest.skip(f"cifar10-subset/cifar10_subset.npz not mirrored (set ICLR25_DATA): {e}")
+    assert d.x_train.shape == (4000, 3, 32, 32) and d.x_test.shape == (1000, 3, 32, 32)
+    assert torch.bincount(d.y_train).tolist() == [400] * 10
+    mean = d.x_train.mean((0, 2, 3))
+    assert torch.allclose(mean, torch.tensor([0.4911, 0.4808, 0.4442]), atol=2e-3)  # PROVENANCE.md
