@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import torch
+
 from iclr25.agpd.cli import main
 from iclr25.agpd.train import load_checkpoint
 

@@ -6,6 +6,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.spatial.distance import jensenshannon
+from sklearn.metrics import confusion_matrix, f1_score, precision_score, recall_score
+
 from iclr25.agpd import (
     AGPDConfig,
     badnets,
@@ -19,8 +22,6 @@ from iclr25.agpd.gcd import angles, far_end
 from iclr25.agpd.gradients import activation_gradients
 from iclr25.agpd.stats import js_between, robust_z, select_stop, window_scores
 from iclr25.agpd.synthetic import synthetic_gradients
-from scipy.spatial.distance import jensenshannon
-from sklearn.metrics import confusion_matrix, f1_score, precision_score, recall_score
 
 G2 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
 E1 = torch.tensor([1.0, 0.0])

@@ -3,8 +3,9 @@
 import json
 import math
 
-import iclr25.agpd.reproduce as R
 import pytest
+
+import iclr25.agpd.reproduce as R
 from iclr25.core.registry import run_reproduction
 
 NAMES = [f"{a}/{c}" for a in ("badnets", "blended")

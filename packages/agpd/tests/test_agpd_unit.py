@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from iclr25.agpd import AGPD, AGPDConfig, activation_gradients, candidate_layers, small_preact_cnn
 from iclr25.agpd.baselines import activation_clustering, spectral_signatures
 from iclr25.agpd.config import VARIANTS

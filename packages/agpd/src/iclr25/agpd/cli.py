@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+
 from iclr25.core.config import Command, run_cli
 
 from ._version import __version__

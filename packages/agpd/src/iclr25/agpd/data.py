@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from iclr25.core.data import DatasetSpec, RemoteFile
 from torch import Tensor
+
+from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = ["CIFAR10_SUBSET", "ImageData", "load_digits_data", "load_cifar10_subset", "load_data",
            "split_clean_set"]

@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 import torch
+
 from iclr25.core.results import Claim
 
 from .data import load_data
