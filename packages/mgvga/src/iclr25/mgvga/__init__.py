@@ -1,0 +1,3 @@
+"""MGVGA."""
+from ._version import __version__
+__all__ = ["__version__"]
