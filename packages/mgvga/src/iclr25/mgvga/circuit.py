@@ -468,7 +468,7 @@ def read_bench(path: str | Path | None = None, *, text: str | None = None, name:
     outputs: list[tuple[str, int]] = []
     defs: dict[str, tuple[str, list[str], int]] = {}
     rx_io = re.compile(r"^(INPUT|OUTPUT)\s*\(\s*([^)\s]+)\s*\)$", re.I)
-    rx_g = re.compile(r"^([^=\s]+)\s*=\s*([A-Za-z_]+)\s*\(([^)]*)\)$")
+    rx_g = re.compile(r"^([^=\s]+)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(([^)]*)\)$")
     for ln, raw in enumerate(text.splitlines(), 1):
         s = raw.split("#", 1)[0].strip()
         if not s:

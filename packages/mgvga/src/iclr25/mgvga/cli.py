@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,8 @@ class PretrainConfig:
     """steps between checkpoints."""
     text_cache: Path | None = None
     """folder for cached text embeddings (default: ~/.cache/iclr25/mgvga-text)."""
+    use_mirror: bool = True
+    """add the mirrored real circuits and RTL pairs ($ICLR25_DATA/mgvga) to the pools."""
 
 
 def pretrain_cmd(c: PretrainConfig) -> int:
@@ -105,6 +108,8 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     s = ReproSettings(n_synthetic=c.n_synthetic, synth_widths=(2, c.synth_max_width), max_nodes=c.max_nodes,
                       n_eval_pairs=1, seed=c.seed)
     try:
+        if not c.use_mirror:
+            raise FileNotFoundError("--no-use-mirror given")
         mgm, vga, texts, _, _ = build_pools(s)
     except FileNotFoundError as e:
         log.warning("%s — using synthetic pairs and --circuits only", e)
@@ -294,14 +299,27 @@ def reproduce_cmd(c: ReproduceConfig) -> int:
     return 0
 
 
+def _friendly(name: str, fn):
+    """Turn input errors (bad circuit files, missing data/checkpoints, bad values) into one line, exit 2."""
+
+    def run(cfg) -> int:
+        try:
+            return fn(cfg)
+        except (ValueError, FileNotFoundError) as e:  # CircuitFormatError is a ValueError
+            print(f"iclr25-mgvga {name}: error: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     return run_cli("iclr25-mgvga", "MGVGA (ICLR 2025): AIG representation learning with masked gate modeling and "
                    "Verilog-AIG alignment.", {
-                       "convert": Command(ConvertConfig, convert_cmd, "circuit files -> PyG dataset (.pt)"),
-                       "pretrain": Command(PretrainConfig, pretrain_cmd, "pre-train an encoder (mgvga/mgm/vga/graphmae)"),
-                       "probe": Command(ProbeConfig, probe_cmd, "frozen-encoder QoR / equivalence probes"),
-                       "embed": Command(EmbedConfig, embed_cmd, "node and graph embeddings of circuits"),
-                       "bench": Command(BenchConfig, bench_cmd, "encoder throughput and parsing speed"),
+                       "convert": Command(ConvertConfig, _friendly("convert", convert_cmd), "circuit files -> PyG dataset (.pt)"),
+                       "pretrain": Command(PretrainConfig, _friendly("pretrain", pretrain_cmd), "pre-train an encoder (mgvga/mgm/vga/graphmae)"),
+                       "probe": Command(ProbeConfig, _friendly("probe", probe_cmd), "frozen-encoder QoR / equivalence probes"),
+                       "embed": Command(EmbedConfig, _friendly("embed", embed_cmd), "node and graph embeddings of circuits"),
+                       "bench": Command(BenchConfig, _friendly("bench", bench_cmd), "encoder throughput and parsing speed"),
                        "reproduce": Command(ReproduceConfig, reproduce_cmd, "reproduce the paper's claims"),
                    }, argv)

@@ -30,6 +30,7 @@ def save_checkpoint(path: str | Path, model: MGVGAPretrainer, optimizer=None, sc
         state["scheduler"] = scheduler.state_dict()
     if generator is not None:
         state["rng"] = generator.get_state()
+    state["torch_rng"] = torch.get_rng_state()  # dropout draws from the global generator
     tmp = p.with_suffix(p.suffix + ".tmp")
     torch.save(state, tmp)
     tmp.replace(p)
@@ -75,6 +76,7 @@ def pretrain(
     resume: bool = False,
     progress: bool = True,
     log_every: int = 10,
+    stop_after: int | None = None,
 ) -> list[dict]:
     """Optimise ``model`` for ``steps`` AdamW steps; each step draws ``batch_size`` graphs from the
     MGM pool and ``batch_size`` (graph, text) pairs from the VGA pool uniformly with replacement.
@@ -84,6 +86,8 @@ def pretrain(
         vga_graphs, vga_text: index-aligned graphs and Float[P, text_dim] embeddings (vga/mgvga).
         checkpoint: file written every ``checkpoint_every`` steps and at the end.
         resume: continue from ``checkpoint`` (model, optimiser, schedule, RNG, step, history).
+        stop_after: stop (and checkpoint) once this global step is reached, keeping the schedule
+            of ``steps`` — for time-sliced runs continued later with ``resume=True``.
 
     Returns:
         history: one dict of logged scalars every ``log_every`` steps (and the last step).
@@ -116,6 +120,8 @@ def pretrain(
             sched.load_state_dict(state["scheduler"])
         if "rng" in state:
             gen.set_state(state["rng"])
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
         start, history = int(state["step"]), list(state.get("history", []))
         log.info("resumed from %s at step %d", checkpoint, start)
     model.train()
@@ -143,8 +149,11 @@ def pretrain(
             history.append(rec)
             if progress and hasattr(it, "set_postfix"):
                 it.set_postfix(loss=f"{rec['loss']:.3f}")
-        if checkpoint is not None and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
+        last = step + 1 == steps or (stop_after is not None and step + 1 >= stop_after)
+        if checkpoint is not None and ((step + 1) % checkpoint_every == 0 or last):
             save_checkpoint(checkpoint, model, opt, sched, step + 1, gen, history)
+        if last:
+            break
     if checkpoint is not None:
         Path(checkpoint).with_suffix(".history.json").write_text(json.dumps(history, indent=1))
     model.eval()

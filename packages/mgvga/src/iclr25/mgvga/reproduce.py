@@ -52,6 +52,8 @@ class ReproSettings:
     qor_head: str = "ridge"
     qor_emb_dims: int = 8
     threads: int = 1
+    qor_max_designs: int | None = None
+    eq_max_pairs: int | None = None
     seed: int = 42
 
     @classmethod
@@ -119,12 +121,19 @@ def vga_ce(model: MGVGAPretrainer, graphs, text: torch.Tensor, seed: int = 0, ba
     return tot / max(cnt, 1)
 
 
-def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga") -> list[Claim]:
-    """Run C1–C3 at CPU scale and return the issue's claims (see README for the protocol)."""
+def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga",
+              settings: ReproSettings | None = None) -> list[Claim]:
+    """Run C1–C3 at CPU scale and return the issue's claims (see README for the protocol).
+
+    Args:
+        quick: :meth:`ReproSettings.quick` (default) or :meth:`ReproSettings.full`.
+        out_dir: where checkpoints, ``raw_metrics.json`` and ``pretrain_loss.png`` are written.
+        settings: overrides ``quick`` (tests use tiny settings).
+    """
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    s = ReproSettings.quick() if quick else ReproSettings.full()
+    s = settings or (ReproSettings.quick() if quick else ReproSettings.full())
     torch.set_num_threads(s.threads)  # 1 thread: oversubscribed shared CPUs make 2 threads ~100x slower
     mgm_graphs, vga_graphs, vga_texts, eval_graphs, eval_texts = build_pools(s)
     enc = text_encoder()
@@ -152,7 +161,7 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga") -> list
 
     # ---- C1: QoR leave-one-design-out
     labels = qor_labels()
-    designs = usable_qor_designs(labels)
+    designs = usable_qor_designs(labels)[: s.qor_max_designs]
     circ: dict[str, Circuit] = {k: load_cached(str(labels[k][0])) for k in designs}
     graphs = {k: to_graph(c) for k, c in circ.items()}
     recipes = openabcd_recipes()
@@ -176,7 +185,7 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga") -> list
     ce_zero = vga_ce(m, eval_graphs, torch.zeros_like(eval_emb))
 
     # ---- C3: equivalence identification
-    pairs = equivalence_pairs()
+    pairs = equivalence_pairs()[: s.eq_max_pairs]
     bases = sorted({str(p["base"]) for p in pairs})
     variants = [str(p["variant"]) for p in pairs]
     gb = {b: to_graph(load_cached(b)) for b in bases}
