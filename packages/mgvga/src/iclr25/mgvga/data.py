@@ -50,7 +50,7 @@ def _csv(rel: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def openabcd_recipes() -> np.ndarray:
     """``int64[1500, 20]`` OpenABC-D recipes in the ``synthID2Vec`` encoding (row = recipe id)."""
     rows = _csv("openabcd/recipes.csv")

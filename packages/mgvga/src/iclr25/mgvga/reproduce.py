@@ -14,7 +14,15 @@ import torch
 from iclr25.core.results import Claim
 
 from .circuit import Circuit
-from .data import data_dir, equivalence_pairs, load_cached, openabcd_recipes, qor_labels, rtl_pairs, usable_qor_designs
+from .data import (
+    data_dir,
+    equivalence_pairs,
+    load_cached,
+    openabcd_recipes,
+    qor_labels,
+    rtl_pairs,
+    usable_qor_designs,
+)
 from .downstream import embed_graphs, equivalence_scores, hand_features, qor_lodo, roc_auc
 from .graph import mask_nodes_batched, to_graph
 from .model import MGVGAConfig, MGVGAEncoder, MGVGAPretrainer
