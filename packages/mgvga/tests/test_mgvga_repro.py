@@ -10,7 +10,8 @@ NAMES = ["qor/mgm_lt_input_masking", "qor/mgm_lt_scratch", "vga/paired_text_lt_s
 @pytest.mark.realdata
 def test_reproduce_tiny(tmp_path, mirror):
     s = ReproSettings(hidden_size=16, num_encoder_layers=2, steps=4, n_synthetic=12, n_eval_pairs=6, max_nodes=600,
-                      qor_max_recipes=20, qor_seeds=(0,), qor_max_designs=4, eq_max_pairs=12)
+                      qor_max_recipes=20, qor_seeds=(0,), qor_max_designs=4, eq_max_pairs=12,
+                      pretrain_seeds=(0,))
     claims = reproduce(True, tmp_path, settings=s)
     assert [c.name for c in claims] == NAMES
     for c in claims:

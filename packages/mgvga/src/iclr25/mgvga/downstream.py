@@ -59,7 +59,29 @@ def recipe_features(rec: torch.Tensor, n_ops: int = 7) -> torch.Tensor:
     return torch.cat([oh.sum(1), oh.flatten(1)], 1)
 
 
-def _fit_predict_ridge(emb_tr, rec_tr, y_tr, emb_te, rec_te, *, use_graph: bool, alpha: float = 1.0):
+RIDGE_ALPHAS = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
+
+
+def _ridge_solve(X: torch.Tensor, y: torch.Tensor, alphas) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Standardise X, centre y and solve ridge for each alpha (penalty alpha · n_rows · 1e-3)."""
+    mu, sd = X.mean(0), X.std(0).clamp_min(1e-6)
+    Z = (X - mu) / sd
+    ym = y.mean()
+    G = Z.T @ Z
+    b = Z.T @ (y - ym)
+    eye = torch.eye(G.shape[0], dtype=G.dtype)
+    out = []
+    for a in alphas:
+        w = torch.linalg.solve(G + a * Z.shape[0] * 1e-3 * eye, b)
+        out.append((w, mu, sd, ym))
+    return out
+
+
+def _fit_predict_ridge(emb_tr, rec_tr, y_tr, emb_te, rec_te, *, use_graph: bool, groups: torch.Tensor | None = None,
+                       alphas=RIDGE_ALPHAS, inner_folds: int = 3):
+    """Ridge on recipe one-hots (+ embedding and embedding × op-count interactions); the penalty is
+    chosen from ``alphas`` by grouped inner CV over the *training* designs (``groups``)."""
+
     def feats(e, r):
         f = recipe_features(r)
         if not use_graph:
@@ -68,13 +90,22 @@ def _fit_predict_ridge(emb_tr, rec_tr, y_tr, emb_te, rec_te, *, use_graph: bool,
         return torch.cat([f, e, (e[:, :, None] * counts[:, None, :]).flatten(1)], 1)
 
     Xtr, Xte = feats(emb_tr, rec_tr).double(), feats(emb_te, rec_te).double()
-    mu = Xtr.mean(0)
-    sd = Xtr.std(0).clamp_min(1e-6)
-    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
-    ym = y_tr.double().mean()
-    A = Xtr.T @ Xtr + alpha * Xtr.shape[0] * 1e-3 * torch.eye(Xtr.shape[1], dtype=torch.float64)
-    w = torch.linalg.solve(A, Xtr.T @ (y_tr.double() - ym))
-    return (Xte @ w + ym).float()
+    y = y_tr.double()
+    alphas = list(alphas)
+    if groups is not None and len(alphas) > 1:
+        ug = torch.unique(groups)
+        fold_of = {int(g): i % inner_folds for i, g in enumerate(ug.tolist())}
+        fid = torch.tensor([fold_of[int(g)] for g in groups.tolist()])
+        err = torch.zeros(len(alphas), dtype=torch.float64)
+        for f in range(inner_folds):
+            te = fid == f
+            if te.all() or not te.any():
+                continue
+            for i, (w, mu, sd, ym) in enumerate(_ridge_solve(Xtr[~te], y[~te], alphas)):
+                err[i] += (((Xtr[te] - mu) / sd @ w + ym - y[te]) ** 2).sum()
+        alphas = [alphas[int(err.argmin())]]
+    w, mu, sd, ym = _ridge_solve(Xtr, y, alphas[:1])[0]
+    return ((Xte - mu) / sd @ w + ym).float()
 
 
 def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], recipes: np.ndarray,
@@ -90,7 +121,8 @@ def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], reci
         designs: the designs to use (folds). max_recipes: a random subset of k labelled recipes
             per design, drawn per seed (z-scores always use all labelled recipes).
         head: ``"mlp"`` (:class:`QoRHead`, Adam, full batch, ``epochs``) or ``"ridge"`` (closed-form
-            ridge on recipe one-hots, the embedding and embedding × op-count interactions;
+            ridge on recipe one-hots, the embedding and embedding × op-count interactions, penalty
+            chosen by 3-fold grouped CV over the training designs of each fold;
             deterministic given the recipe subset).
         emb_dims: keep the first k principal components of the (standardised) embeddings.
 
@@ -121,9 +153,11 @@ def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], reci
             emb_tr = torch.cat([rows[k][0].expand(len(rows[k][2]), -1) for k in tr])
             rec_tr = torch.cat([rows[k][1] for k in tr])
             y_tr = torch.cat([rows[k][2] for k in tr])
+            groups = torch.cat([torch.full((len(rows[k][2]),), j) for j, k in enumerate(tr)])
             e, r, y = rows[d]
             if head == "ridge":
-                pred = _fit_predict_ridge(emb_tr, rec_tr, y_tr, e.expand(len(y), -1), r, use_graph=use_graph)
+                pred = _fit_predict_ridge(emb_tr, rec_tr, y_tr, e.expand(len(y), -1), r, use_graph=use_graph,
+                                          groups=groups)
             elif head == "mlp":
                 pred = _fit_predict(emb_tr, rec_tr, y_tr, e.expand(len(y), -1), r, use_graph=use_graph, seed=s,
                                     epochs=epochs, lr=lr)

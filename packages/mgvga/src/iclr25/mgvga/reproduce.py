@@ -60,6 +60,7 @@ class ReproSettings:
     qor_head: str = "ridge"
     qor_emb_dims: int = 8
     threads: int = 1
+    pretrain_seeds: tuple[int, ...] = (42, 43)
     qor_max_designs: int | None = None
     eq_max_pairs: int | None = None
     seed: int = 42
@@ -72,7 +73,8 @@ class ReproSettings:
     def full(cls) -> ReproSettings:
         return cls(hidden_size=64, num_encoder_layers=7, steps=1500, batch_size=4, lr=1e-3, n_synthetic=1500,
                    synth_widths=(2, 12), n_eval_pairs=200, max_nodes=4000, qor_max_recipes=300, qor_epochs=200,
-                   qor_seeds=(0, 1, 2, 3, 4), threads=2)
+                   qor_seeds=(0, 1, 2, 3, 4), threads=2,
+                   pretrain_seeds=(42, 43, 44))
 
 
 def text_encoder(cache_dir: Path | None = None) -> CachedTextEncoder:
@@ -129,9 +131,40 @@ def vga_ce(model: MGVGAPretrainer, graphs, text: torch.Tensor, seed: int = 0, ba
     return tot / max(cnt, 1)
 
 
+def _equivalence(e, pairs, bases, gb, gv) -> dict:
+    eb = dict(zip(bases, embed_graphs(e, [gb[b] for b in bases], batch_size=4)))
+    ev = embed_graphs(e, gv, batch_size=4)
+    y, sc, is_mut = [], [], []
+    for p, v in zip(pairs, ev):
+        y.append(p["equivalent"])
+        sc.append(float(equivalence_scores(eb[str(p["base"])][None], v[None])[0]))
+        is_mut.append(p["equivalent"] == 0)
+    # cross-circuit negatives: a recipe variant against every other base (the mirror has no two
+    # bases with equal PI/PO counts, so the spec's same-I/O restriction would leave none)
+    n_cross = 0
+    for p, v in zip(pairs, ev):
+        if p["equivalent"] != 1:
+            continue
+        for b in bases:
+            if b != str(p["base"]):
+                y.append(0)
+                sc.append(float(equivalence_scores(eb[b][None], v[None])[0]))
+                is_mut.append(False)
+                n_cross += 1
+    y, sc, is_mut = np.array(y), np.array(sc), np.array(is_mut)
+    sel = (y == 1) | is_mut
+    return {"auc": roc_auc(y, sc), "auc_mutants": roc_auc(y[sel], sc[sel]), "n_cross_negatives": n_cross,
+            "n_pos": int(y.sum()), "n_mutants": int(is_mut.sum())}
+
+
 def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga",
               settings: ReproSettings | None = None) -> list[Claim]:
     """Run C1–C3 at CPU scale and return the issue's claims (see README for the protocol).
+
+    For each pre-training seed: pre-train MGM, GraphMAE-style and MGVGA encoders (same data, steps,
+    seed) plus a random-init encoder; C1 = QoR leave-one-design-out z-MSE with frozen embeddings;
+    C2 = VGA masked-type CE on held-out synthetic pairs with paired / shuffled / zero text;
+    C3 = equivalence ROC-AUC from cosine similarity of embeddings.
 
     Args:
         quick: :meth:`ReproSettings.quick` (default) or :meth:`ReproSettings.full`.
@@ -147,125 +180,111 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga",
     enc = text_encoder()
     vga_emb = torch.as_tensor(enc.encode(vga_texts))
     eval_emb = torch.as_tensor(enc.encode(eval_texts))
+
+    labels = qor_labels()
+    designs = usable_qor_designs(labels)[: s.qor_max_designs]
+    circ: dict[str, Circuit] = {k: load_cached(str(labels[k][0])) for k in designs}
+    graphs = {k: to_graph(c) for k, c in circ.items()}
+    recipes = openabcd_recipes()
+    kw = dict(seeds=s.qor_seeds, epochs=s.qor_epochs, max_recipes=s.qor_max_recipes, head=s.qor_head)
+    hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
+    qor_fixed = {"hand_features": qor_lodo(hand, labels, recipes, designs, **kw),
+                 "recipe_only": qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)}
+    pairs = equivalence_pairs()[: s.eq_max_pairs]
+    bases = sorted({str(p["base"]) for p in pairs})
+    gb = {b: to_graph(load_cached(b)) for b in bases}
+    gv = [to_graph(load_cached(str(p["variant"]))) for p in pairs]
     t_data = time.time() - t0
 
     def cfg(obj):
         return MGVGAConfig(hidden_size=s.hidden_size, num_encoder_layers=s.num_encoder_layers,
                            num_heads=4 if s.hidden_size < 64 else 8, text_dim=vga_emb.shape[1], objective=obj)
 
-    models, hist = {}, {}
-    for obj in ("mgm", "graphmae", "mgvga"):
-        torch.manual_seed(s.seed)
-        m = MGVGAPretrainer(cfg(obj))
-        hist[obj] = pretrain(m, mgm_graphs, vga_graphs, vga_emb, steps=s.steps, batch_size=s.batch_size,
-                             lr=s.lr, seed=s.seed, checkpoint=out / f"ckpt_{obj}.pt",
-                             checkpoint_every=max(s.steps, 1), progress=False)
-        models[obj] = m
-    torch.manual_seed(s.seed)
-    scratch = MGVGAEncoder(cfg("mgm")).eval()
-    encoders = {"mgm": models["mgm"].encoder, "graphmae": models["graphmae"].encoder,
-                "mgvga": models["mgvga"].encoder, "scratch": scratch}
-    t_pre = time.time() - t0 - t_data
-
-    # ---- C1: QoR leave-one-design-out
-    labels = qor_labels()
-    designs = usable_qor_designs(labels)[: s.qor_max_designs]
-    circ: dict[str, Circuit] = {k: load_cached(str(labels[k][0])) for k in designs}
-    graphs = {k: to_graph(c) for k, c in circ.items()}
-    recipes = openabcd_recipes()
-    qor = {}
-    for name, e in encoders.items():
-        emb = embed_graphs(e, [graphs[k] for k in designs], batch_size=2)
-        qor[name] = qor_lodo(dict(zip(designs, emb)), labels, recipes, designs, seeds=s.qor_seeds,
-                             epochs=s.qor_epochs, max_recipes=s.qor_max_recipes, head=s.qor_head,
-                             emb_dims=s.qor_emb_dims)
-    hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
-    kw = dict(seeds=s.qor_seeds, epochs=s.qor_epochs, max_recipes=s.qor_max_recipes, head=s.qor_head)
-    qor["hand_features"] = qor_lodo(hand, labels, recipes, designs, **kw)
-    qor["recipe_only"] = qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)
-    t_qor = time.time() - t0 - t_data - t_pre
-
-    # ---- C2: VGA uses the text
-    m = models["mgvga"]
-    perm = torch.roll(torch.arange(len(eval_graphs)), 1)
-    ce_paired = vga_ce(m, eval_graphs, eval_emb)
-    ce_shuf = vga_ce(m, eval_graphs, eval_emb[perm])
-    ce_zero = vga_ce(m, eval_graphs, torch.zeros_like(eval_emb))
-
-    # ---- C3: equivalence identification
-    pairs = equivalence_pairs()[: s.eq_max_pairs]
-    bases = sorted({str(p["base"]) for p in pairs})
-    variants = [str(p["variant"]) for p in pairs]
-    gb = {b: to_graph(load_cached(b)) for b in bases}
-    gv = [to_graph(load_cached(v)) for v in variants]
-    eq = {}
-    for name, e in encoders.items():
-        eb = dict(zip(bases, embed_graphs(e, [gb[b] for b in bases], batch_size=4)))
-        ev = embed_graphs(e, gv, batch_size=4)
-        y, sc, is_mut = [], [], []
-        for p, v in zip(pairs, ev):
-            y.append(p["equivalent"])
-            sc.append(float(equivalence_scores(eb[str(p["base"])][None], v[None])[0]))
-            is_mut.append(p["equivalent"] == 0)
-        # cross-circuit negatives: a recipe variant against every other base (the mirror has no two
-        # bases with equal PI/PO counts, so the spec's same-I/O restriction would leave none)
-        n_cross = 0
-        for p, v in zip(pairs, ev):
-            if p["equivalent"] != 1:
-                continue
-            for b in bases:
-                if b != str(p["base"]):
-                    y.append(0)
-                    sc.append(float(equivalence_scores(eb[b][None], v[None])[0]))
-                    is_mut.append(False)
-                    n_cross += 1
-        y, sc, is_mut = np.array(y), np.array(sc), np.array(is_mut)
-        sel = (y == 1) | is_mut
-        eq[name] = {"auc": roc_auc(y, sc), "auc_mutants": roc_auc(y[sel], sc[sel]), "n_cross_negatives": n_cross,
-                    "n_pos": int(y.sum()), "n_mutants": int(is_mut.sum())}
+    runs = []
+    hist: dict = {}
+    for seed in s.pretrain_seeds:
+        models = {}
+        for obj in ("mgm", "graphmae", "mgvga"):
+            torch.manual_seed(seed)
+            m = MGVGAPretrainer(cfg(obj))
+            hist[f"{obj}/{seed}"] = pretrain(m, mgm_graphs, vga_graphs, vga_emb, steps=s.steps,
+                                             batch_size=s.batch_size, lr=s.lr, seed=seed,
+                                             checkpoint=out / f"ckpt_{obj}_seed{seed}.pt",
+                                             checkpoint_every=max(s.steps, 1), progress=False)
+            models[obj] = m
+        torch.manual_seed(seed)
+        encoders = {k: v.encoder for k, v in models.items()}
+        encoders["scratch"] = MGVGAEncoder(cfg("mgm")).eval()
+        r: dict = {"seed": seed, "qor": {}, "eq": {}}
+        for name, e in encoders.items():
+            emb = embed_graphs(e, [graphs[k] for k in designs], batch_size=2)
+            r["qor"][name] = qor_lodo(dict(zip(designs, emb)), labels, recipes, designs, emb_dims=s.qor_emb_dims, **kw)
+            r["eq"][name] = _equivalence(e, pairs, bases, gb, gv)
+        m = models["mgvga"]
+        perm = torch.roll(torch.arange(len(eval_graphs)), 1)
+        r["vga_ce"] = {"paired": vga_ce(m, eval_graphs, eval_emb), "shuffled": vga_ce(m, eval_graphs, eval_emb[perm]),
+                       "zero": vga_ce(m, eval_graphs, torch.zeros_like(eval_emb))}
+        runs.append(r)
     seconds = time.time() - t0
 
+    def agg_qor(name):
+        if name in qor_fixed:
+            v = qor_fixed[name]["per_seed"]
+        else:
+            v = [x for r in runs for x in r["qor"][name]["per_seed"]]
+        return float(np.mean(v)), float(np.std(v))
+
+    qor = {k: agg_qor(k) for k in ("mgm", "graphmae", "mgvga", "scratch", "hand_features", "recipe_only")}
+    eq = {k: {f: float(np.mean([r["eq"][k][f] for r in runs])) for f in ("auc", "auc_mutants")}
+          for k in ("mgm", "graphmae", "mgvga", "scratch")}
+    eq_std = {k: float(np.std([r["eq"][k]["auc"] for r in runs])) for k in eq}
+    ce = {k: float(np.mean([r["vga_ce"][k] for r in runs])) for k in ("paired", "shuffled", "zero")}
+    ce_std = {k: float(np.std([r["vga_ce"][k] for r in runs])) for k in ce}
+    n_eq = runs[0]["eq"]["mgm"]
+
     def ms(k):
-        return f"{qor[k]['mse']:.4f} ± {qor[k]['mse_std']:.4f}"
+        return f"{qor[k][0]:.4f} ± {qor[k][1]:.4f}"
+
+    def noise(a, b):
+        return abs(qor[a][0] - qor[b][0]) < max(qor[a][1], qor[b][1])
 
     scale = (f"CPU scale: d={s.hidden_size}, {s.num_encoder_layers} blocks, {s.steps} steps × {s.batch_size} graphs, "
-             f"{len(mgm_graphs)} MGM / {len(vga_graphs)} VGA graphs, MiniLM text; {len(designs)} designs LODO, "
-             f"{s.qor_max_recipes} recipes each, seeds {list(s.qor_seeds)} for the heads (one pre-training per "
-             "objective).")
-    qnote = (f"z-MSE mean ± std over head seeds — mgm {ms('mgm')}, graphmae {ms('graphmae')}, scratch "
-             f"{ms('scratch')}, mgvga {ms('mgvga')}, hand features {ms('hand_features')}, recipe only "
+             f"{len(mgm_graphs)} MGM / {len(vga_graphs)} VGA graphs, MiniLM text; pre-training seeds "
+             f"{list(s.pretrain_seeds)}; {len(designs)} designs LODO, {s.qor_max_recipes} recipes each, "
+             f"head seeds {list(s.qor_seeds)}.")
+    qnote = (f"z-MSE mean ± std over pre-training × head seeds — mgm {ms('mgm')}, graphmae {ms('graphmae')}, "
+             f"scratch {ms('scratch')}, mgvga {ms('mgvga')}, hand features {ms('hand_features')}, recipe only "
              f"{ms('recipe_only')}, per-design mean predictor 1.0. ")
+    nn_ = "The difference is within one std (the claim's margin): inside the noise at this scale. "
     claims = [
-        Claim("qor/mgm_lt_input_masking", "QoR z-MSE, LODO (lower better)", qor["mgm"]["mse"],
-              baseline=qor["graphmae"]["mse"], higher_is_better=False,
+        Claim("qor/mgm_lt_input_masking", "QoR z-MSE, LODO (lower better)", qor["mgm"][0],
+              baseline=qor["graphmae"][0], higher_is_better=False, margin=max(qor["mgm"][1], qor["graphmae"][1]),
               paper="MGM < GraphMAE-style masking (paper ablation; numbers not transcribed)",
-              note=qnote + ("Difference is within one seed-std: treat as noise. " if abs(
-                  qor["mgm"]["mse"] - qor["graphmae"]["mse"]) < max(qor["mgm"]["mse_std"], qor["graphmae"]["mse_std"])
-                  else "") + scale),
-        Claim("qor/mgm_lt_scratch", "QoR z-MSE, LODO (lower better)", qor["mgm"]["mse"],
-              baseline=qor["scratch"]["mse"], higher_is_better=False,
+              note=qnote + (nn_ if noise("mgm", "graphmae") else "") + scale),
+        Claim("qor/mgm_lt_scratch", "QoR z-MSE, LODO (lower better)", qor["mgm"][0],
+              baseline=qor["scratch"][0], higher_is_better=False, margin=max(qor["mgm"][1], qor["scratch"][1]),
               paper="pre-trained < no pre-training (paper QoR table; numbers not transcribed)",
-              note=qnote + ("Difference is within one seed-std: treat as noise. " if abs(
-                  qor["mgm"]["mse"] - qor["scratch"]["mse"]) < max(qor["mgm"]["mse_std"], qor["scratch"]["mse_std"])
-                  else "") + scale),
-        Claim("vga/paired_text_lt_shuffled", "VGA masked-type CE (nats, lower better)", ce_paired,
-              baseline=min(ce_shuf, ce_zero), higher_is_better=False,
+              note=qnote + (nn_ if noise("mgm", "scratch") else "") + scale),
+        Claim("vga/paired_text_lt_shuffled", "VGA masked-type CE (nats, lower better)", ce["paired"],
+              baseline=min(ce["shuffled"], ce["zero"]), higher_is_better=False, margin=max(ce_std.values()),
               paper="the encoder uses the Verilog constraint (paper Sec. VGA; no number)",
-              note=f"paired {ce_paired:.4f}, shuffled {ce_shuf:.4f}, zero vector {ce_zero:.4f} (baseline = the "
+              note=f"paired {ce['paired']:.4f} ± {ce_std['paired']:.4f}, shuffled {ce['shuffled']:.4f} ± "
+                   f"{ce_std['shuffled']:.4f}, zero vector {ce['zero']:.4f} ± {ce_std['zero']:.4f} (baseline = the "
                    f"lower of the two) on {len(eval_graphs)} held-out synthetic template pairs, r_VGA=0.7. " + scale),
         Claim("equivalence/mgvga_ge_mgm", "equivalence ROC-AUC (cosine of mean-pooled embeddings)",
               eq["mgvga"]["auc"], baseline=eq["mgm"]["auc"], higher_is_better=True,
+              margin=0.0,
               paper="MGVGA > DeepGate2 / MGM on logic-equivalence identification (numbers not transcribed)",
-              note="AUC all negatives / mutant negatives only — " + ", ".join(
-                  f"{k} {v['auc']:.3f}/{v['auc_mutants']:.3f}" for k, v in eq.items())
-              + f"; {eq['mgm']['n_pos']} positives, {eq['mgm']['n_mutants']} mutants, "
-                f"{eq['mgm']['n_cross_negatives']} cross-circuit negatives (variant vs another base). Structure-only "
-                "embeddings place a one-edge mutant next to its base, so mutant AUC is expected to be low. "
-                + scale),
+              note="AUC all negatives (± std over pre-training seeds) / mutant negatives only — " + ", ".join(
+                  f"{k} {v['auc']:.3f} ± {eq_std[k]:.3f} / {v['auc_mutants']:.3f}" for k, v in eq.items())
+              + f"; {n_eq['n_pos']} positives, {n_eq['n_mutants']} mutants, {n_eq['n_cross_negatives']} "
+                "cross-circuit negatives (variant vs another base). Structure-only embeddings place a one-edge "
+                "mutant next to its base, so mutant AUC is expected to be low. " + scale),
     ]
-    extra = {"settings": asdict(s), "qor": qor, "vga_ce": {"paired": ce_paired, "shuffled": ce_shuf, "zero": ce_zero},
-             "equivalence": eq, "pretrain_last": {k: v[-1] for k, v in hist.items()},
-             "timing_s": {"data_and_text": t_data, "pretrain": t_pre, "qor": t_qor, "total": seconds}}
+    extra = {"settings": asdict(s), "qor": {k: {"mse": v[0], "std": v[1]} for k, v in qor.items()},
+             "qor_fixed": qor_fixed, "vga_ce": ce, "equivalence": eq, "runs": runs,
+             "pretrain_last": {k: v[-1] for k, v in hist.items() if v},
+             "timing_s": {"data_text_baselines": t_data, "total": seconds}}
     (out / "raw_metrics.json").write_text(json.dumps(extra, indent=1, default=float))
     _plot(hist, out)
     return claims
