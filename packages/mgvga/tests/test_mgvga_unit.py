@@ -352,3 +352,53 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     with pytest.raises(FileNotFoundError):
         pretrain(MGVGAPretrainer(TINY), graphs, graphs, text, steps=5, checkpoint=tmp_path / "nope.pt",
                  resume=True, progress=False)
+
+
+# ---------------------------------------------------------------- text and probes
+def test_text_cache_calls_model_once(tmp_path):
+    from iclr25.mgvga.text import CachedTextEncoder, HashingTextEncoder, compact_verilog
+
+    calls = []
+
+    class Counting(HashingTextEncoder):
+        def encode(self, texts):
+            calls.append(len(texts))
+            return super().encode(texts)
+
+    enc = CachedTextEncoder(lambda: Counting(16), tmp_path, "count-16")
+    a = enc.encode(["module a; endmodule", "module b; endmodule"])
+    b = enc.encode(["module b; endmodule", "module a; endmodule", "module c; endmodule"])
+    assert calls == [2, 1]
+    assert np.allclose(a[0], b[1]) and np.allclose(a[1], b[0])
+    assert compact_verilog("// c\n`timescale 1ns/1ps\nmodule  m ( a ) ; /* x */ endmodule") == "module m ( a ) ; endmodule"
+
+
+def test_minilm_offline_embeddings():
+    from iclr25.mgvga.text import MiniLMEncoder
+
+    e = MiniLMEncoder().encode(["module add(input a, input b, output s); assign s = a + b; endmodule",
+                                "module add(input a, input b, output s); assign s = a + b; endmodule",
+                                "the quick brown fox"])
+    assert e.shape == (3, 384) and e.dtype == np.float32
+    assert np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(e[0], e[1], atol=1e-6) and float(e[0] @ e[2]) < 0.9
+
+
+def test_qor_lodo_uses_graph_when_it_matters():
+    from iclr25.mgvga.downstream import qor_lodo, recipe_features
+
+    rng = np.random.default_rng(0)
+    recipes = rng.integers(0, 7, size=(200, 20))
+    counts = recipe_features(torch.as_tensor(recipes))[:, :7].numpy()
+    designs = [f"d{i}" for i in range(8)]
+    emb, labels = {}, {}
+    for i, d in enumerate(designs):
+        s = 1.0 if i % 2 else -1.0  # the sign of the balance effect depends on the design
+        emb[d] = torch.tensor([s, rng.normal()])
+        y = 100 + s * counts[:, 6] + 0.1 * rng.normal(size=200)
+        labels[d] = (None, np.arange(200), y)
+    with_g = qor_lodo(emb, labels, recipes, designs, head="ridge", max_recipes=100, seeds=(0, 1))
+    without = qor_lodo(emb, labels, recipes, designs, head="ridge", max_recipes=100, seeds=(0, 1), use_graph=False)
+    assert with_g["mse"] < 0.3 < without["mse"]
+    mlp = qor_lodo(emb, labels, recipes, designs[:3], head="mlp", max_recipes=50, epochs=5)
+    assert np.isfinite(mlp["mse"])

@@ -94,6 +94,11 @@ class PretrainConfig:
     """folder for cached text embeddings (default: ~/.cache/iclr25/mgvga-text)."""
     use_mirror: bool = True
     """add the mirrored real circuits and RTL pairs ($ICLR25_DATA/mgvga) to the pools."""
+    text_model: str = "minilm"
+    """'minilm' (all-MiniLM-L6-v2, offline) or a Hugging Face model id / local path (e.g.
+    Alibaba-NLP/gte-Qwen2-7B-instruct, 3584-d, the paper's encoder)."""
+    device: str = "cpu"
+    """device for the text encoder."""
 
 
 def pretrain_cmd(c: PretrainConfig) -> int:
@@ -121,7 +126,18 @@ def pretrain_cmd(c: PretrainConfig) -> int:
         texts = [compact_verilog(p.verilog) for p in pairs]
         mgm = list(vga)
     mgm += [to_graph(load_circuit(p)) for p in c.circuits]
-    emb = torch.as_tensor(text_encoder(c.text_cache).encode(texts)) if c.objective in ("mgvga", "vga") else None
+    emb = None
+    if c.objective in ("mgvga", "vga"):
+        if c.text_model == "minilm":
+            tenc = text_encoder(c.text_cache)
+        else:
+            from iclr25.core.data import cache_dir
+
+            from .text import CachedTextEncoder, HFEmbeddingEncoder
+
+            tenc = CachedTextEncoder(lambda: HFEmbeddingEncoder(c.text_model, device=c.device),
+                                     c.text_cache or cache_dir() / "mgvga-text", c.text_model)
+        emb = torch.as_tensor(tenc.encode(texts))
     cfg = MGVGAConfig(hidden_size=c.hidden_size, num_encoder_layers=c.num_encoder_layers,
                       num_heads=8 if c.hidden_size % 8 == 0 else 4, text_dim=384 if emb is None else emb.shape[1],
                       mgm_mask_ratio=c.mgm_mask_ratio, vga_mask_ratio=c.vga_mask_ratio, objective=c.objective)
