@@ -200,7 +200,11 @@ class ProbeConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     """head seeds."""
     epochs: int = 150
-    """head training epochs (full batch)."""
+    """head training epochs (full batch; mlp head only)."""
+    head: Literal["ridge", "mlp"] = "ridge"
+    """QoR head: ridge with inner-CV penalty (as in reproduce) or the OpenABC-D-style MLP (QoRHead)."""
+    emb_dims: int | None = 8
+    """PCA dimensions of the design embeddings (None: all)."""
     out: Path = Path("probe.json")
     """results file."""
 
@@ -222,7 +226,7 @@ def probe_cmd(c: ProbeConfig) -> int:
         designs = usable_qor_designs(labels)
         emb = embed_graphs(enc, [to_graph(load_cached(str(labels[d][0]))) for d in designs], batch_size=2)
         res["qor"] = qor_lodo(dict(zip(designs, emb)), labels, openabcd_recipes(), designs, seeds=c.seeds,
-                              epochs=c.epochs, max_recipes=c.max_recipes)
+                              epochs=c.epochs, max_recipes=c.max_recipes, head=c.head, emb_dims=c.emb_dims)
     if c.task in ("equivalence", "both"):
         pairs = equivalence_pairs()
         eb = embed_graphs(enc, [to_graph(load_cached(str(p["base"]))) for p in pairs], batch_size=4)
