@@ -59,3 +59,15 @@ def test_poison_train_detect_tiny(tmp_path, capsys):
     assert {"TPR", "FPR", "F1", "target_classes", "layer"} <= set(out["agpd"])
     assert set(out["baselines"]) == {"spectral"}
     assert r.stdout.startswith("AGPD (backdoorbench): targets")
+
+
+def test_bad_target_and_corrupt_files_are_clean_errors(tmp_path, capsys):
+    assert main(["poison", "--out", str(tmp_path / "p"), "--target", "99"]) == 2
+    err = capsys.readouterr().err
+    assert "target 99 is not a class" in err and "0..9" in err and "Traceback" not in err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "poisoned.pt").write_text("junk")
+    assert main(["detect", "--data", str(bad), "--model", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "poisoned.pt is not the poisoned data set" in err and "iclr25-agpd poison" in err

@@ -56,7 +56,7 @@ def test_reproduce_exits_nonzero_on_crash_but_runs_the_rest(fake_methods, tmp_pa
 
 
 def test_unknown_slug(fake_methods, tmp_path, capsys):
-    assert registry.main(["reproduce", "--out", str(tmp_path), "nope"]) == 1
+    assert registry.main(["reproduce", "--out", str(tmp_path), "nope"]) == 2
     assert "unknown method" in capsys.readouterr().err
 
 

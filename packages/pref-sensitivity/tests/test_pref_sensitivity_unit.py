@@ -242,3 +242,24 @@ def test_public_api_resolves():
         assert getattr(ps, name) is not None, name
     with pytest.raises(AttributeError):
         ps.no_such_function  # noqa: B018
+
+
+def test_unreadable_files_are_clean_errors(tmp_path):
+    import gzip as _gzip
+
+    from iclr25.pref_sensitivity.data import load_preferences
+
+    fake = tmp_path / "notgz.csv.gz"
+    fake.write_text("a,b,p\nx,y,0.5\n")
+    with pytest.raises(ValueError, match=r"notgz\.csv\.gz: cannot be read.*gzip"):
+        load_preferences(fake)
+    trunc = tmp_path / "trunc.csv.gz"
+    trunc.write_bytes(_gzip.compress(b"a,b,p\nx,y,0.5\n" * 50)[:40])
+    with pytest.raises(ValueError, match="trunc.csv.gz"):
+        load_preferences(trunc)
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"a,b,p\n\xff\xfe,y,0.5\n")
+    with pytest.raises(ValueError, match=r"bin\.csv: cannot be read as UTF-8"):
+        load_preferences(binary)
+    with pytest.raises(ValueError, match="is a directory"):
+        load_preferences(tmp_path)

@@ -35,7 +35,11 @@ def _threads(n: int | None) -> None:
 def _load(path: Path, what: str, hint: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: {what} (run '{hint}' first)")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        raise ValueError(f"{path} is not {what} written by '{hint}' ({type(e).__name__}: {e}); "
+                         f"re-run '{hint}'") from None
 
 
 def cmd_poison(cfg: PoisonConfig) -> int:

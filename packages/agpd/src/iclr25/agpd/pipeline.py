@@ -46,12 +46,17 @@ def poison_dataset(data: ImageData, attack: str, ratio: float = 0.1, target: int
 
     Returns:
         ``(x_bd, y_bd, poison_mask, trigger or None, target or None)``.
+
+    Raises:
+        ValueError: an unknown attack, or a target that is not a class of ``data``.
     """
     if attack == "clean":
         return data.x_train, data.y_train, torch.zeros(len(data.y_train), dtype=torch.bool), None, None
     base, _, mode = attack.partition("-")
     if mode not in ("", "a2a"):
         raise ValueError(f"unknown attack {attack!r}")
+    if not 0 <= target < data.num_classes:
+        raise ValueError(f"target {target} is not a class of this data set: use 0..{data.num_classes - 1}")
     trig = make_trigger(base, data.image_shape, seed, patch_size, alpha)
     tgt = None if mode == "a2a" else target
     x_bd, y_bd, mask = poison(data.x_train, data.y_train, trig, ratio, tgt, seed, data.num_classes)

@@ -14,7 +14,8 @@ Command line::
     iclr25 list
     iclr25 reproduce [--quick] [--out DIR] [SLUG ...]
 
-``reproduce`` exits 1 if a method crashed (its traceback is printed) or a slug is unknown;
+``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
+(an unknown slug);
 a claim that does not hold is a result, not a failure, and does not change the exit code.
 """
 
@@ -131,7 +132,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"error: unknown method(s) {unknown}; installed: {sorted(methods) or 'none'}",
             file=sys.stderr,
         )
-        return 1
+        return 2
     if not wanted:
         print("no iclr25 methods installed; nothing to reproduce", file=sys.stderr)
         return 1

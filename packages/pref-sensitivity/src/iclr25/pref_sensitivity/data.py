@@ -59,6 +59,17 @@ class PreferenceData:
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Rows of a preference file; unreadable bytes (bad gzip, truncated file, not UTF-8) become a
+    ``ValueError`` naming the file."""
+    try:
+        yield from _records_raw(path)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        gz = " (its name ends in .gz, so it must be gzip-compressed)" if path.suffix == ".gz" else ""
+        raise ValueError(f"{path}: cannot be read as UTF-8 text{gz}: {e}; save it as plain UTF-8 "
+                         ".csv/.tsv/.jsonl, or gzip it and name it .gz") from None
+
+
+def _records_raw(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     opener = gzip.open if path.suffix == ".gz" else open
     stem = path.name[:-3] if path.suffix == ".gz" else path.name
     if stem.endswith((".jsonl", ".json", ".ndjson")):
@@ -130,6 +141,8 @@ def load_preferences(path: str | Path, *, tol: float = 1e-6) -> PreferenceData:
             count, or conflicting duplicates (line numbers given).
     """
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"preference file {p} is a directory; pass a .csv, .tsv or .jsonl file")
     if not p.is_file():
         raise FileNotFoundError(f"preference file {p} does not exist")
     kind = cols = None
