@@ -72,6 +72,7 @@ def test_report_roundtrip(tmp_path):
     assert back.method == "agpd" and back.extra == {"seed": 0} and back.quick is True
     md = (tmp_path / "agpd" / "results.md").read_text()
     assert "| a/x |" in md and "**no**" in md and "1/3 claims hold" in md
+    assert "| 97 | 16 | 10 |" in md  # ours, baseline, margin
 
 
 def test_claims_table_has_one_row_per_claim():
@@ -83,4 +84,4 @@ def test_claims_table_has_one_row_per_claim():
 def test_claims_table_escapes_pipes_and_newlines():
     t = claims_table([Claim("a|b", "x | y", 1, threshold=0, paper="p\nq")])
     row = t.splitlines()[2]
-    assert row.count(" | ") == 7 and "a\\|b" in row and "p q" in row
+    assert row.count(" | ") == 8 and "a\\|b" in row and "p q" in row

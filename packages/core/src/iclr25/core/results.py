@@ -158,7 +158,7 @@ def _cell(text: str) -> str:
 
 def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
     """Markdown table of claims (one row each); a ``method`` column when ``slug`` is given."""
-    head = ["claim", "metric", "ours", "baseline", "threshold", "dir", "paper", "holds"]
+    head = ["claim", "metric", "ours", "baseline", "margin", "threshold", "dir", "paper", "holds"]
     if slug is not None:
         head = ["method", *head]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -168,6 +168,7 @@ def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
             _cell(c.metric),
             _fmt(c.ours),
             _fmt(c.baseline),
+            _fmt(c.margin) if c.baseline is not None else "",
             _fmt(c.threshold),
             "higher" if c.higher_is_better else "lower",
             _cell(c.paper),
