@@ -1,0 +1,2 @@
+"""iclr25-wm-transfer (placeholder)."""
+from ._version import __version__
