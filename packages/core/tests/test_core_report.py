@@ -367,10 +367,18 @@ CHROMIUM_OWN_HOSTS = {"www.google.com", "accounts.google.com", "clients1.google.
                       "safebrowsingohttpgateway.googleapis.com", "content-autofill.googleapis.com"}
 
 
+PROBE = """<script>window.addEventListener("load", function () {
+  var box = document.getElementById("only-failing");
+  box.checked = true; box.dispatchEvent(new Event("change"));
+  var rows = [].filter.call(document.querySelectorAll("tr.claim"), function (r) { return r.offsetParent !== null; });
+  document.body.setAttribute("data-visible", rows.map(function (r) { return r.dataset.claim; }).join(","));
+});</script>"""
+
+
 def _chromium():
-    exe = os.environ.get("ICLR25_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe and Path("/usr/bin/chromium").exists():
-        exe = "/usr/bin/chromium"
+    exe = os.environ.get("ICLR25_CHROMIUM") or next(
+        (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")) if p),
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
     if not exe:
         pytest.skip("Chromium not found (apt-get install chromium; .ci/run installs it): "
                     "the real-browser test of the report page is skipped")
@@ -431,6 +439,13 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
         control.write_text('<!doctype html><img src="http://fetch-canary.test/x.png">')
         _run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=3000", "--dump-dom",
                       control.as_uri())
+        # the "not holding only" filter: a copy of the page whose probe script ticks it and lists
+        # the claim rows still displayed (the probe is not in the page's CSP, so the copy drops it)
+        probe = tmp_path / "probe.html"
+        probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
+                         .replace("</body>", PROBE + "</body>"))
+        probed = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=3000", "--dump-dom",
+                                    probe.as_uri()))
         requests = list(proxy.requests)
         proxy.shutdown()
     hosts = [_host(r) for r in requests]
@@ -455,6 +470,8 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
     assert body["data-images-decoded"] == "2/3"
     warn = dom.find("p", id="image-warning")[0]
     assert "hidden" not in warn["attrs"] and "1 plot(s)" in warn["text"]
+    shown = probed.find("body")[0]["attrs"]["data-visible"].split(",")
+    assert shown == [c.name for c in ALPHA + BETA if not c.holds]
     # a screenshot was rendered
     png = shot.read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and struct.unpack(">II", png[16:24]) == (1280, 2400)
