@@ -433,7 +433,8 @@ code, .name { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .no { color: var(--bad); font-weight: 600; }
 tr.claim.fails td.holds { background: #ffebe9; }
 tr.claim.holds td.holds { background: #dafbe1; }
-tr.changed td { border-top: 2px solid var(--warn); border-bottom: 2px solid var(--warn); }
+tr.changed td:first-child { border-left: 5px solid var(--warn); }
+tr.changed td.change { background: #fff8c5; }
 .flip { color: var(--bad); font-weight: 600; }
 .moved { color: var(--warn); }
 .sd { color: var(--muted); }
