@@ -427,7 +427,9 @@ th, td { border: 1px solid var(--line); padding: 0.3rem 0.5rem; text-align: left
 th { background: #f6f8fa; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.note, div.note { white-space: pre-wrap; max-width: 36rem; }
-td.note { min-width: 18rem; }
+td.note { min-width: 16rem; }
+td.name { min-width: 13rem; max-width: 18rem; overflow-wrap: anywhere; }
+.wide { overflow-x: auto; }
 code, .name { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; }
 .yes { color: var(--ok); font-weight: 600; }
 .no { color: var(--bad); font-weight: 600; }
@@ -659,10 +661,10 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
                f"{_seconds(p.meta('cpu_seconds'))} · {_e(r.created)} · <code>{_e(p.folder)}</code></p>")
     head = _CLAIM_HEAD + (["change"] if compare else [])
     rows = [_claim_row(p, i, c, (changes or {}).get(c.name), compare) for i, c in enumerate(claims)]
-    out.append('<table class="claims"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+    out.append('<div class="wide"><table class="claims"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
                + "</tr></thead><tbody>")
     out += rows
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     if compare:
         removed = [(n, ch) for n, ch in (changes or {}).items() if ch.status == "removed"]
         if removed:
