@@ -22,7 +22,6 @@ by the benchmark).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -30,7 +29,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from .detect import bit_accuracy, decode_bits, inverse_decode_targets
+from .config import check_attack_params
+from .detect import bit_accuracy, inverse_decode_targets
 from .models import check_images
 from .quality import ssim, to_unit
 
@@ -80,31 +80,6 @@ class AttackResult:
         return {k: sum(1 for s in self.stop_reason if s == k) for k in STOP_REASONS}
 
 
-def check_attack_params(alpha: float, r: float | None, eps: float | None, max_iters: int,
-                        ssim_stop: float | None, update: str = "grad", projection: str = "rescale") -> None:
-    """Validate the attack parameters.
-
-    Raises:
-        ValueError: ``alpha ≤ 0`` or non-finite, ``r ≤ 0``, ``eps ∉ [0, 1)``, ``max_iters < 1``,
-            ``ssim_stop ∉ (0, 1]``, or an unknown ``update`` / ``projection``.
-    """
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha (step size) must be finite and > 0, got {alpha!r}")
-    if r is not None and not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
-        raise ValueError(f"r (l_inf bound on the [-1,1] scale) must be finite and > 0, got {r!r}")
-    if eps is not None and not (isinstance(eps, (int, float)) and math.isfinite(eps) and 0 <= eps < 1):
-        raise ValueError(f"eps must be in [0, 1) (stop when surrogate bit accuracy >= 1 - eps), got {eps!r}")
-    if not isinstance(max_iters, int) or isinstance(max_iters, bool) or max_iters < 1:
-        raise ValueError(f"max_iters must be an integer >= 1, got {max_iters!r}")
-    if ssim_stop is not None and not (isinstance(ssim_stop, (int, float)) and math.isfinite(ssim_stop)
-                                      and 0 < ssim_stop <= 1):
-        raise ValueError(f"ssim_stop must be in (0, 1], got {ssim_stop!r}")
-    if update not in ("grad", "sign"):
-        raise ValueError(f"update must be 'grad' (official) or 'sign' (PGD variant), got {update!r}")
-    if projection not in ("rescale", "clip"):
-        raise ValueError(f"projection must be 'rescale' (official) or 'clip', got {projection!r}")
-
-
 def project_linf(delta: Tensor, r: float, projection: Literal["rescale", "clip"] = "rescale") -> Tensor:
     """ℓ∞ projection of per-sample perturbations ``delta [B, ...]`` onto ``‖δ‖∞ ≤ r``.
 
@@ -145,6 +120,10 @@ def eq3_descent(x_w: Tensor, decoders: Sequence[Decoder], targets: Sequence[Tens
                 on_iter: Callable[[int, int], None] | None = None) -> tuple[Tensor, Tensor, list[str], Tensor]:
     """The iteration of Eq. (3) on a batch (steps 1–5 of the module docstring).
 
+    The bit-accuracy stop after step k is read from the forward pass that step k + 1 needs anyway
+    (one decoder forward per surrogate and step instead of two); the SSIM stop is measured right
+    after each step. Both decide before the next step, exactly as checking at the end of step k.
+
     Args:
         x_w: ``[B, ...]`` starting points (images in ``[-1,1]`` when ``ssim_stop`` is set).
         decoders, targets: as :func:`surrogate_gradient`.
@@ -154,63 +133,64 @@ def eq3_descent(x_w: Tensor, decoders: Sequence[Decoder], targets: Sequence[Tens
         on_iter: called as ``on_iter(iteration, n_active)`` after each step.
 
     Returns:
-        ``(x, iterations [B], stop_reason list[B], surrogate_bit_acc [B])``.
+        ``(x, iterations [B], stop_reason list[B], surrogate_bit_acc [B])`` — the last is the mean over
+        surrogates of the bit accuracy against the targets at the released ``x``.
     """
     B = x_w.shape[0]
+    m = len(decoders)
     x = x_w.detach().clone()
     iters = torch.zeros(B, dtype=torch.long, device=x.device)
     reason = ["max_iters"] * B
     active = torch.ones(B, dtype=torch.bool, device=x.device)
-
-    def bit_acc(xx: Tensor, idx: Tensor) -> Tensor:
-        with torch.no_grad():
-            accs = [bit_accuracy(dec(xx), t[idx]) for dec, t in zip(decoders, targets)]
-        return torch.stack(accs).mean(0)
-
-    for it in range(max_iters):
+    ssim_hit = torch.zeros(B, dtype=torch.bool, device=x.device)
+    final_acc = torch.zeros(B, device=x.device)
+    view = (-1, *([1] * (x.dim() - 1)))
+    for it in range(max_iters + 1):
         idx = active.nonzero().squeeze(1)
         if idx.numel() == 0:
             break
-        if active_set:
-            xa, ta, wts = x[idx], [t[idx] for t in targets], None
-        else:
-            xa, ta, wts = x, list(targets), active.to(x.dtype)
-        g = surrogate_gradient(xa, decoders, ta, wts)
+        rows = idx if not active_set else None  # rows of the forwarded batch that are still active
+        xa = x[idx] if active_set else x
+        xg = xa.detach().requires_grad_(it < max_iters)
+        with torch.set_grad_enabled(it < max_iters):
+            outs = [dec(xg) for dec in decoders]
         with torch.no_grad():
-            step = g.sign() if update == "sign" else g
-            xn = xa - alpha * step
-            if box:
-                lo = xa.flatten(1).min(1).values.view(-1, *([1] * (x.dim() - 1)))
-                hi = xa.flatten(1).max(1).values.view(-1, *([1] * (x.dim() - 1)))
-                xn = torch.maximum(torch.minimum(xn, hi), lo)
-            if not active_set:
-                xn, xa_sel = xn[idx], x_w[idx]
-            else:
-                xa_sel = x_w[idx]
-            if r is not None:
-                xn = xa_sel + project_linf(xn - xa_sel, r, projection)  # type: ignore[arg-type]
-            x[idx] = xn
-            iters[idx] += 1
-            done = torch.zeros(idx.numel(), dtype=torch.bool, device=x.device)
-            hit_acc = done.clone()
-            if eps is not None:
-                if active_set:
-                    acc = bit_acc(xn, idx)
-                else:
-                    acc = bit_acc(x, torch.arange(B, device=x.device))[idx]
-                hit_acc = acc >= 1 - eps
-                done |= hit_acc
-            hit_ssim = torch.zeros_like(done)
-            if ssim_stop is not None:
-                s = ssim(to_unit(xn).clamp(0, 1), to_unit(xa_sel).clamp(0, 1))
-                hit_ssim = s <= ssim_stop
-                done |= hit_ssim
-            for k in (done.nonzero().squeeze(1)).tolist():
+            sel = [o if rows is None else o[rows] for o in outs]
+            acc = torch.stack([bit_accuracy(o.detach(), t[idx]) for o, t in zip(sel, targets)]).mean(0)
+            final_acc[idx] = acc
+            hit_acc = acc >= 1 - eps if (eps is not None and it > 0) else torch.zeros_like(acc, dtype=torch.bool)
+            done = hit_acc | ssim_hit[idx]
+            for k in done.nonzero().squeeze(1).tolist():
                 reason[int(idx[k])] = "bit_acc" if bool(hit_acc[k]) else "ssim"
             active[idx[done]] = False
+            keep = ~done
+        if it == max_iters or not bool(keep.any()):
+            break
+        # loss over the rows still optimised: Σ_b mean_i (D_j(x)_bi − t_bi)², averaged over surrogates
+        wts = torch.zeros(xa.shape[0], device=x.device, dtype=x.dtype)
+        wts[(torch.arange(idx.numel(), device=x.device) if rows is None else rows)[keep]] = 1.0
+        full_t = [t[idx] if rows is None else t for t in targets]
+        total = sum(((o - t).pow(2).mean(1) * wts).sum() for o, t in zip(outs, full_t))
+        (g,) = torch.autograd.grad(total / m, xg)
+        with torch.no_grad():
+            idx = idx[keep]
+            ga = g[keep] if rows is None else g[idx]
+            xa = x[idx]
+            step = ga.sign() if update == "sign" else ga
+            xn = xa - alpha * step
+            if box:
+                lo = xa.flatten(1).min(1).values.view(view)
+                hi = xa.flatten(1).max(1).values.view(view)
+                xn = torch.maximum(torch.minimum(xn, hi), lo)
+            x0 = x_w[idx]
+            if r is not None:
+                xn = x0 + project_linf(xn - x0, r, projection)  # type: ignore[arg-type]
+            x[idx] = xn
+            iters[idx] += 1
+            if ssim_stop is not None:
+                ssim_hit[idx] = ssim(to_unit(xn).clamp(0, 1), to_unit(x0).clamp(0, 1)) <= ssim_stop
         if on_iter is not None:
             on_iter(it + 1, int(active.sum()))
-    final_acc = bit_acc(x, torch.arange(B, device=x.device))
     return x, iters, reason, final_acc
 
 

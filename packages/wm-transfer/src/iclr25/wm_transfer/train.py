@@ -132,7 +132,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
                           message: Tensor | None = None, device: str | torch.device = "cpu",
                           checkpoint: str | Path | None = None, resume: bool = False,
                           on_epoch: Callable[[dict[str, Any]], None] | None = None,
-                          quiet: bool = True) -> WatermarkModel:
+                          quiet: bool | None = None) -> WatermarkModel:
     """Train a watermarking model ``(E, D)`` on ``images``.
 
     Args:
@@ -203,10 +203,12 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         acc_ema, psnr_ema = float(st.get("acc_ema", 0.5)), float(st.get("psnr_ema", 0.0))
         history = list(st.get("history", []))
         log.info("resumed %s at epoch %d (step %d)", ckpt, start_epoch, step)
-    from .progress import progress
+    from iclr25.core.progress import progress
 
     x_all = images.to(device)
     ones = torch.ones(bs, 1, device=device)
+    bar = progress(total=total, initial=step, desc=f"train {cfg.n_bits}-bit model (seed {seed})", unit="step",
+                   quiet=quiet)
     for epoch in range(start_epoch, s.epochs):
         model.train()
         if disc is not None:
@@ -215,8 +217,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         perm = torch.randperm(n, generator=g)
         t0 = time.perf_counter()
         sums = {"loss": 0.0, "bit_acc": 0.0, "psnr": 0.0}
-        for i in progress(range(spe), desc=f"train epoch {epoch + 1}/{s.epochs}", total=spe, unit="step",
-                          disable=quiet):
+        for i in range(spe):
             x = x_all[perm[i * bs:(i + 1) * bs].to(device)]
             w = torch.randint(0, 2, (bs, cfg.n_bits), generator=g).float().to(device)
             x_w = model.encoder(x, w)
@@ -250,6 +251,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
             elif acc_ema < s.acc_low:
                 img_w = max(img_w / s.img_weight_growth, s.image_weight)
             step += 1
+            bar.update(1)
             sums["loss"] += float(loss.detach())
             sums["bit_acc"] += acc
             sums["psnr"] += p
@@ -274,6 +276,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
             on_epoch(rec)
         log.info("epoch %d: loss %.4f bit acc %.3f psnr %.1f img_w %.2f", epoch + 1, rec["loss"], rec["bit_acc"],
                  rec["psnr"], img_w)
+    bar.close()
     model.eval()
     model.clean_bit_acc = measure_clean_bit_accuracy(model, val_images.to(device))
     with torch.no_grad():
