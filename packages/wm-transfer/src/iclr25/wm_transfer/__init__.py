@@ -44,7 +44,6 @@ _LAZY = {
     "ImageSet": "data", "load_images": "data", "load_cifar_role": "data",
     "evaluate_images": "evaluation", "summarize_records": "evaluation",
     "run_comparison": "pipeline", "watermark_images": "pipeline", "run_attack": "pipeline",
-    "reproduce": "reproduce",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +63,6 @@ if TYPE_CHECKING:  # pragma: no cover
                         Resize, jpeg_approx, random_noise_layer)
     from .pipeline import run_attack, run_comparison, watermark_images  # noqa: F401
     from .quality import image_quality, l2, linf, psnr, ssim, to_unit  # noqa: F401
-    from .reproduce import reproduce  # noqa: F401
     from .toy import linear_toy  # noqa: F401
     from .train import TrainSettings, draw_message, measure_clean_bit_accuracy, train_watermark_model  # noqa: F401
 

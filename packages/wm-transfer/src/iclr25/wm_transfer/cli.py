@@ -42,7 +42,7 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     print(summary_table(s), end="")
     ev = "undefined" if s["evasion_rate"] is None else f"{s['evasion_rate']:.3f}"
     print(f"evaluated {s['n_images']} images: evasion {ev}, detection {s['detection_rate_before']:.3f} -> "
-          f"{s['detection_rate_after']:.3f}, SSIM {s['ssim']:.3f} -> {cfg.out or cfg.run}/eval.json")
+          f"{s['detection_rate_after']:.3f}, SSIM {s['ssim']:.3f} -> {cfg.out}/eval.json")
     return 0
 
 

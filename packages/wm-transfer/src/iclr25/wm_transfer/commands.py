@@ -43,6 +43,9 @@ def train_command(cfg: TrainConfig) -> int:
 
     t0 = time.perf_counter()
     out = Path(cfg.out)
+    ckpt = out / "checkpoint.pt"
+    if cfg.resume and not ckpt.is_file():
+        raise FileNotFoundError(f"--resume: no epoch checkpoint at {ckpt}; train without --resume first")
     source = cfg.images or f"cifar10-subset:{cfg.role}"
     limit = None if cfg.n_train is None else cfg.n_train + cfg.n_val
     imgs = load_images(source, cfg.image_size, limit, seed=cfg.seed).images
@@ -55,19 +58,34 @@ def train_command(cfg: TrainConfig) -> int:
                        robust_start=cfg.robust_start, acc_high=0.93 if cfg.robust else 0.98,
                        acc_low=0.88 if cfg.robust else 0.95)
     out.mkdir(parents=True, exist_ok=True)
-    ckpt = out / "checkpoint.pt"
-    if cfg.resume and not ckpt.is_file():
-        raise FileNotFoundError(f"--resume: no epoch checkpoint at {ckpt}; train without --resume first")
     if not cfg.resume:
         (out / "metrics.jsonl").unlink(missing_ok=True)
     resolved = {"config": dataclasses.asdict(cfg), "hidden_config": hc.to_dict(), "settings": dataclasses.asdict(st),
                 "images": source, "n_train": int(train_x.shape[0]), "n_val": int(val_x.shape[0])}
     write_run_files(out, resolved)
     device = choose_device(cfg.device)
+    acc, main_proc = None, True
+    if cfg.distributed:
+        try:
+            from accelerate import Accelerator
+        except ImportError as e:
+            raise ImportError("--distributed needs accelerate: pip install 'iclr25-wm-transfer[full]' and start "
+                              "with `accelerate launch -m iclr25.wm_transfer train ...`") from e
+        acc = Accelerator(cpu=device == "cpu")
+        main_proc = acc.is_main_process
+    # the message must be the same in every process: draw it on the main one and broadcast
+    message = draw_message(cfg.bits, cfg.message_seed)
+    if acc is not None and acc.num_processes > 1:
+        from accelerate.utils import broadcast
+
+        message = broadcast(message.to(acc.device), from_process=0).cpu()
     model = train_watermark_model(hc, train_x, cfg.seed, cfg.robust, settings=st, val_images=val_x,
-                                  message=draw_message(cfg.bits, cfg.message_seed), device=device, checkpoint=ckpt,
-                                  resume=cfg.resume, quiet=cfg.quiet or None,
-                                  on_epoch=lambda rec: append_jsonl(out / "metrics.jsonl", [rec]))
+                                  message=message, device=device, checkpoint=ckpt, resume=cfg.resume,
+                                  quiet=cfg.quiet or None, accelerator=acc,
+                                  on_epoch=(lambda rec: append_jsonl(out / "metrics.jsonl", [rec])) if main_proc
+                                  else None)
+    if not main_proc:
+        return 0
     path = save_watermark_model(model, out / "model.pt", role=cfg.role)
     res = {"clean_bit_acc": model.clean_bit_acc, "val_psnr": model.train_info["val_psnr"],
            "steps": model.train_info["steps"], "model": str(path), "sha256": file_sha256(path)}

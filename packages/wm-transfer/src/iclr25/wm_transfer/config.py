@@ -135,6 +135,8 @@ class TrainConfig(CommonOptions, SeedOption):
     """Seed of the owner's message; None: drawn from the OS's secure random source."""
     resume: bool = False
     """Continue from <out>/checkpoint.pt (written after every epoch)."""
+    distributed: bool = False
+    """Data-parallel training under `accelerate launch` (gradients averaged across processes; extra [full])."""
 
     def __post_init__(self) -> None:
         if self.n_bits is not None and not (1 <= self.n_bits <= 4096):

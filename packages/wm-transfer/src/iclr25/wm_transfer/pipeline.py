@@ -172,8 +172,7 @@ def _finished_batches(out: Path, batch_sizes: list[int]) -> tuple[list[dict[str,
             break
         kept += rb
         done += 1
-    if len(kept) != len(recs):
-        write_jsonl(path, kept)
+    write_jsonl(path, kept)  # drops a torn tail and records of an unfinished batch
     return kept, done
 
 
@@ -270,7 +269,8 @@ def _load_run_images(run: Path, n_batches: int) -> tuple[Tensor, Tensor, Tensor]
 
 def evaluate_run(cfg: EvaluateConfig) -> dict[str, Any]:
     """The ``evaluate`` command: summarise ``images.jsonl`` of an attack folder, or (``--target``)
-    re-decode its saved images with another model. Writes ``eval.json`` and ``eval.md`` in ``--out``.
+    re-decode its saved images with another model. Writes ``eval.json`` and ``eval.md`` in ``--out``
+    (default ``runs/wm-transfer/evaluate``).
 
     Raises:
         FileNotFoundError: not an attack folder. ValueError: bad records (file and line named).

@@ -132,7 +132,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
                           message: Tensor | None = None, device: str | torch.device = "cpu",
                           checkpoint: str | Path | None = None, resume: bool = False,
                           on_epoch: Callable[[dict[str, Any]], None] | None = None,
-                          quiet: bool | None = None) -> WatermarkModel:
+                          quiet: bool | None = None, accelerator: Any | None = None) -> WatermarkModel:
     """Train a watermarking model ``(E, D)`` on ``images``.
 
     Args:
@@ -151,6 +151,10 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         resume: continue from ``checkpoint`` (same ``cfg``/``settings``/``seed`` expected).
         on_epoch: called with the epoch record (``epoch``, ``step``, ``loss``, ``bit_acc``, ``psnr``,
             ``image_weight``, ``seconds``).
+        accelerator: an ``accelerate.Accelerator`` (under ``accelerate launch``): every process takes its
+            shard ``[rank::world]`` of each batch (same order and messages everywhere), gradients are
+            averaged across processes before each Adam step, BatchNorm buffers averaged at the end; only
+            the main process writes the checkpoint. ``device`` is then the accelerator's.
 
     Returns:
         The trained :class:`WatermarkModel` in eval mode, with ``message`` and ``clean_bit_acc`` set
@@ -170,6 +174,9 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
     n = images.shape[0]
     if n < 2:
         raise ValueError(f"need at least 2 training images, got {n}")
+    rank, world = 0, 1
+    if accelerator is not None:
+        device, rank, world = accelerator.device, accelerator.process_index, accelerator.num_processes
     device = torch.device(device)
     torch.manual_seed(seed)
     model = WatermarkModel(cfg, message=message if message is not None else draw_message(cfg.n_bits, seed + 7919))
@@ -179,6 +186,8 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
     opt_d = torch.optim.Adam(disc.parameters(), lr=s.lr) if disc is not None else None
     noise_layer = random_noise_layer(s.noise_kinds) if robust else None
     bs = min(s.batch_size, n)
+    if bs < world:
+        raise ValueError(f"batch_size {bs} is smaller than the {world} processes")
     spe = n // bs  # drop the last partial batch (BatchNorm statistics of tiny batches are noisy)
     total = s.epochs * spe
     start_epoch, step, img_w = 0, 0, s.image_weight
@@ -206,9 +215,15 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
     from iclr25.core.progress import progress
 
     x_all = images.to(device)
-    ones = torch.ones(bs, 1, device=device)
+    ones = torch.ones(len(range(rank, bs, world)), 1, device=device)
     bar = progress(total=total, initial=step, desc=f"train {cfg.n_bits}-bit model (seed {seed})", unit="step",
-                   quiet=quiet)
+                   quiet=quiet if rank == 0 else True)
+
+    def sync_grads(params) -> None:
+        if world > 1:
+            for p_ in params:
+                if p_.grad is not None:
+                    p_.grad = accelerator.reduce(p_.grad, reduction="mean")
     for epoch in range(start_epoch, s.epochs):
         model.train()
         if disc is not None:
@@ -218,8 +233,8 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         t0 = time.perf_counter()
         sums = {"loss": 0.0, "bit_acc": 0.0, "psnr": 0.0}
         for i in range(spe):
-            x = x_all[perm[i * bs:(i + 1) * bs].to(device)]
-            w = torch.randint(0, 2, (bs, cfg.n_bits), generator=g).float().to(device)
+            x = x_all[perm[i * bs:(i + 1) * bs][rank::world].to(device)]
+            w = torch.randint(0, 2, (bs, cfg.n_bits), generator=g).float()[rank::world].to(device)
             x_w = model.encoder(x, w)
             x_dec = x_w
             if noise_layer is not None and step >= s.robust_start * total:
@@ -232,6 +247,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
                 loss = loss + s.adv_weight * F.binary_cross_entropy_with_logits(disc(x_w), ones)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            sync_grads(list(model.encoder.parameters()) + list(model.decoder.parameters()))
             opt.step()
             if disc is not None:
                 d_cover = disc(x)
@@ -240,6 +256,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
                     F.binary_cross_entropy_with_logits(d_enc, torch.zeros_like(d_enc))
                 opt_d.zero_grad(set_to_none=True)
                 loss_d.backward()
+                sync_grads(list(disc.parameters()))
                 opt_d.step()
             with torch.no_grad():
                 acc = float(bit_accuracy(d.detach(), w).mean())
@@ -261,7 +278,7 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         rec.update(epoch=epoch + 1, step=step, image_weight=img_w, seconds=time.perf_counter() - t0,
                    noise=bool(noise_layer is not None and step > s.robust_start * total))
         history.append(rec)
-        if ckpt is not None:
+        if ckpt is not None and rank == 0:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
             st = {"encoder": model.encoder.state_dict(), "decoder": model.decoder.state_dict(),
                   "optimizer": opt.state_dict(), "epoch": epoch + 1, "step": step, "image_weight": img_w,
@@ -277,6 +294,11 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
         log.info("epoch %d: loss %.4f bit acc %.3f psnr %.1f img_w %.2f", epoch + 1, rec["loss"], rec["bit_acc"],
                  rec["psnr"], img_w)
     bar.close()
+    if world > 1:  # BatchNorm running statistics: the mean over the processes' shards
+        for mod in (model.encoder, model.decoder, *([disc] if disc is not None else [])):
+            for b in mod.buffers():
+                if b.is_floating_point():
+                    b.copy_(accelerator.reduce(b.detach().clone(), reduction="mean"))
     model.eval()
     model.clean_bit_acc = measure_clean_bit_accuracy(model, val_images.to(device))
     with torch.no_grad():
