@@ -7,8 +7,14 @@ import pytest
 import torch
 
 from iclr25.wm_transfer.attack import project_linf, surrogate_gradient
-from iclr25.wm_transfer.detect import (bit_accuracy, decode_bits, double_tail_fpr, double_tail_threshold,
-                                       inverse_decode_targets, is_detected)
+from iclr25.wm_transfer.detect import (
+    bit_accuracy,
+    decode_bits,
+    double_tail_fpr,
+    double_tail_threshold,
+    inverse_decode_targets,
+    is_detected,
+)
 from iclr25.wm_transfer.models import HiddenConfig, HiddenDecoder
 from iclr25.wm_transfer.noise import _dct_matrix
 from iclr25.wm_transfer.quality import image_quality, psnr, ssim, to_unit

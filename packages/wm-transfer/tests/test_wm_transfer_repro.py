@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from iclr25.core.registry import run_reproduction
 import iclr25.wm_transfer.reproduce as rep
+from iclr25.core.registry import run_reproduction
 from iclr25.wm_transfer.checkpoint import DecoderCheckError
 
 TINY_PRESET = dict(n_train=64, n_val=16, epochs_target=1, epochs_surrogate=1, n_images=8, max_iters=3,
@@ -54,3 +54,21 @@ def test_quick_reproduction_claims(need_mirror, tmp_path):
     assert [c.name for c in report.claims] == list(rep.CLAIM_NAMES)
     held = {c.name: c.holds for c in report.claims}
     assert held["detect/target_clean_bit_acc"], "the target must read its watermark before anything else means much"
+
+
+@pytest.mark.slow
+def test_distributed_training_two_cpu_processes():
+    """Gradients really synchronise across 2 processes (benchmarks/check_distributed.py under torchrun)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("accelerate")
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    script = Path(__file__).parents[1] / "benchmarks" / "check_distributed.py"
+    r = subprocess.run([torchrun, "--nproc_per_node", "2", str(script)], capture_output=True, text=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "parameters identical across processes: True" in r.stdout

@@ -8,13 +8,26 @@ import torch
 
 from iclr25.wm_transfer.attack import transfer_attack, whitebox_attack
 from iclr25.wm_transfer.baselines import POST_PROCESSING, match_quality, post_process
-from iclr25.wm_transfer.checkpoint import (DecoderCheckError, check_decoders, load_watermark_model,
-                                           save_watermark_model)
+from iclr25.wm_transfer.checkpoint import (
+    DecoderCheckError,
+    check_decoders,
+    load_watermark_model,
+    save_watermark_model,
+)
 from iclr25.wm_transfer.config import check_attack_params
 from iclr25.wm_transfer.data import load_images, load_npz_images
 from iclr25.wm_transfer.detect import double_tail_threshold, evasion_rate, evasion_summary
-from iclr25.wm_transfer.models import (CallableDecoder, Discriminator, HiddenConfig, HiddenDecoder, HiddenEncoder,
-                                       ResNetDecoder, WatermarkModel, check_images, check_messages)
+from iclr25.wm_transfer.models import (
+    CallableDecoder,
+    Discriminator,
+    HiddenConfig,
+    HiddenDecoder,
+    HiddenEncoder,
+    ResNetDecoder,
+    WatermarkModel,
+    check_images,
+    check_messages,
+)
 from iclr25.wm_transfer.noise import NOISE_KINDS, jpeg_approx, random_noise_layer
 from iclr25.wm_transfer.pipeline import surrogate_subsets
 from iclr25.wm_transfer.train import TrainSettings, train_watermark_model
@@ -252,6 +265,8 @@ def test_image_loaders(tmp_path):
         load_npz_images(tmp_path / "e.npz")
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_images(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="image folder diffusiondb/x not found"):
+        load_images("data:diffusiondb/x")
     PIL = pytest.importorskip("PIL.Image")
     folder = tmp_path / "imgs"
     folder.mkdir()
@@ -259,3 +274,25 @@ def test_image_loaders(tmp_path):
     PIL.fromarray(np.full((50, 50, 3), 255, dtype=np.uint8)).save(folder / "y.jpg")
     s = load_images(folder, image_size=32)
     assert s.images.shape == (2, 3, 32, 32) and s.names == ["x.png", "y.jpg"]
+
+
+def test_data_root_folder(tmp_path, monkeypatch):
+    PIL = pytest.importorskip("PIL.Image")
+    d = tmp_path / "diffusiondb" / "tiny"
+    d.mkdir(parents=True)
+    PIL.fromarray(np.zeros((130, 140, 3), dtype=np.uint8)).save(d / "a.png")
+    monkeypatch.setenv("ICLR25_DATA", str(tmp_path))
+    assert load_images("data:diffusiondb/tiny", image_size=128).images.shape == (1, 3, 128, 128)
+
+
+@pytest.mark.parametrize("name,cls", [("train-paper.yaml", "TrainConfig"), ("attack-paper.yaml", "AttackConfig"),
+                                      ("reproduce-quick.yaml", "ReproduceConfig")])
+def test_shipped_configs_parse(name, cls):
+    from pathlib import Path
+
+    from iclr25.core.config import config_from_dict, load_config_file
+    from iclr25.wm_transfer import config
+
+    values = load_config_file(Path(__file__).parents[1] / "configs" / name)
+    extra = {"target": "t.pt", "surrogates": ["s.pt"]} if cls == "AttackConfig" else {}
+    config_from_dict(getattr(config, cls), {**values, **extra})

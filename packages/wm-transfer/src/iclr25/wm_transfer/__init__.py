@@ -47,20 +47,53 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .attack import (AttackResult, project_linf, random_sign_noise, surrogate_gradient,  # noqa: F401
-                         transfer_attack, whitebox_attack)
+    from .attack import (  # noqa: F401
+        AttackResult,
+        project_linf,
+        random_sign_noise,
+        surrogate_gradient,
+        transfer_attack,
+        whitebox_attack,
+    )
     from .baselines import POST_PROCESSING, match_quality, post_process  # noqa: F401
-    from .checkpoint import (DecoderCheckError, check_decoders, load_watermark_model,  # noqa: F401
-                             save_watermark_model)
+    from .checkpoint import DecoderCheckError, check_decoders, load_watermark_model, save_watermark_model  # noqa: F401
     from .data import ImageSet, load_cifar_role, load_images  # noqa: F401
-    from .detect import (bit_accuracy, decode_bits, double_tail_fpr, double_tail_threshold,  # noqa: F401
-                         evasion_rate, evasion_summary, inverse_decode_targets, is_detected, lower_tail,
-                         matching_bits)
+    from .detect import (  # noqa: F401
+        bit_accuracy,
+        decode_bits,
+        double_tail_fpr,
+        double_tail_threshold,
+        evasion_rate,
+        evasion_summary,
+        inverse_decode_targets,
+        is_detected,
+        lower_tail,
+        matching_bits,
+    )
     from .evaluation import evaluate_images, summarize_records  # noqa: F401
-    from .models import (CallableDecoder, ConvBNRelu, Discriminator, HiddenConfig, HiddenDecoder,  # noqa: F401
-                         HiddenEncoder, ResNetDecoder, WatermarkModel, check_images, check_messages)
-    from .noise import (Brightness, CropResize, GaussianBlur, GaussianNoise, Identity, JpegApprox,  # noqa: F401
-                        Resize, jpeg_approx, random_noise_layer)
+    from .models import (  # noqa: F401
+        CallableDecoder,
+        ConvBNRelu,
+        Discriminator,
+        HiddenConfig,
+        HiddenDecoder,
+        HiddenEncoder,
+        ResNetDecoder,
+        WatermarkModel,
+        check_images,
+        check_messages,
+    )
+    from .noise import (  # noqa: F401
+        Brightness,
+        CropResize,
+        GaussianBlur,
+        GaussianNoise,
+        Identity,
+        JpegApprox,
+        Resize,
+        jpeg_approx,
+        random_noise_layer,
+    )
     from .pipeline import run_attack, run_comparison, watermark_images  # noqa: F401
     from .quality import image_quality, l2, linf, psnr, ssim, to_unit  # noqa: F401
     from .toy import linear_toy  # noqa: F401

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import DecoderCheckError, check_decoders, file_sha256, load_watermark_model, save_watermark_model
+from .checkpoint import (
+    DecoderCheckError,
+    check_decoders,
+    file_sha256,
+    load_watermark_model,
+    save_watermark_model,
+)
 from .config import CompareConfig, TrainConfig, default_alpha
 from .data import load_images
 from .models import HiddenConfig

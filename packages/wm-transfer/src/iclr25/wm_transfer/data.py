@@ -18,7 +18,7 @@ from torch import Tensor
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = ["CIFAR10_SUBSET", "ImageSet", "load_cifar_role", "load_images", "load_image_folder", "load_npz_images",
-           "IMAGE_SUFFIXES", "ROLES"]
+           "IMAGE_SUFFIXES", "ROLES", "resolve_image_folder"]
 
 CIFAR10_SUBSET = DatasetSpec(
     "cifar10-subset",
@@ -192,16 +192,39 @@ def load_npz_images(path: str | Path, image_size: int | None = None, limit: int 
     return s.subset(limit)
 
 
+def resolve_image_folder(name: str) -> Path:
+    """A folder of images under the data roots: ``<ICLR25_DATA entry or the user cache>/<name>``
+    (e.g. ``diffusiondb/large_random_10k`` exported to disk as PNG/JPEG files).
+
+    Raises:
+        DataNotFoundError: the folder is in none of the places (each one is named).
+    """
+    from iclr25.core.data import DataNotFoundError, cache_dir, data_roots
+
+    looked = []
+    for root in [*data_roots(), cache_dir()]:
+        p = root / name
+        looked.append(p)
+        if p.is_dir():
+            return p
+    where = "\n".join(f"  - {p}" for p in looked)
+    raise DataNotFoundError(f"image folder {name} not found; looked in:\n{where}\n(export the images to one of these "
+                            "folders as PNG/JPEG files, or pass the folder's path directly)")
+
+
 def load_images(source: str | Path, image_size: int | None = None, limit: int | None = None,
                 seed: int = 0) -> ImageSet:
     """Images from ``source``: ``cifar10-subset:<role>`` (role target / surrogate / test), an ``.npz``
-    file, or a folder of PNG/JPEG files (needs ``image_size``; default 32).
+    file, a folder of PNG/JPEG files (``image_size`` default 32), or ``data:<name>`` for a folder found
+    under the data roots (:func:`resolve_image_folder`, e.g. ``data:diffusiondb/large_random_1k``).
 
     Raises:
         FileNotFoundError: a path that does not exist (named).
         ValueError: see the specific loaders.
     """
     s = str(source)
+    if s.startswith("data:"):
+        s = str(resolve_image_folder(s[len("data:"):]))
     if s.startswith("cifar10-subset"):
         role = s.split(":", 1)[1] if ":" in s else "test"
         out = load_cifar_role(role, limit, seed)

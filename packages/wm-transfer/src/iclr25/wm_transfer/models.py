@@ -171,6 +171,8 @@ def check_images(x: Any, cfg: HiddenConfig | None = None, *, name: str = "images
     if cfg is not None and (x.shape[2], x.shape[3]) != (cfg.H, cfg.W):
         raise ValueError(f"{name} are {x.shape[2]}x{x.shape[3]} but the model's HiddenConfig expects "
                          f"{cfg.H}x{cfg.W}; resize the images (e.g. --image-size {cfg.H})")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 images)")
     if not x.is_floating_point():
         raise ValueError(f"{name} have dtype {x.dtype}; expected float in [-1,1] (uint8 images: x/127.5 - 1)")
     if not bool(torch.isfinite(x).all()):

@@ -28,7 +28,12 @@ from torch import Tensor
 
 from .attack import AttackResult, random_sign_noise, transfer_attack, whitebox_attack
 from .baselines import POST_PROCESSING, match_quality
-from .checkpoint import DecoderCheckError, check_decoders, file_sha256, load_watermark_model, model_fingerprint
+from .checkpoint import (
+    DecoderCheckError,
+    check_decoders,
+    file_sha256,
+    load_watermark_model,
+)
 from .config import AttackConfig, EvaluateConfig, default_alpha
 from .data import ImageSet, load_images, load_npz_images
 from .detect import bit_accuracy, double_tail_threshold, is_detected
@@ -188,10 +193,9 @@ def run_attack(cfg: AttackConfig) -> dict[str, Any]:
         ValueError / FileNotFoundError: bad inputs, or a ``--resume`` whose settings differ.
     """
     from iclr25.core.jsonl import append_jsonl
+    from iclr25.core.progress import progress
     from iclr25.core.runinfo import write_run_files
     from iclr25.core.seed import choose_device
-
-    from iclr25.core.progress import progress
 
     t0 = time.perf_counter()
     device = torch.device(choose_device(cfg.device))

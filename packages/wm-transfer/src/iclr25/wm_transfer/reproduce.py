@@ -60,8 +60,8 @@ CPU_TRAIN = dict(batch_size=32, lr=2e-3, image_weight=0.05, img_weight_growth=1.
 #: the watermark: 0.50 bit accuracy, issue probe) to 16 (target, robust) / 10 (surrogates)
 QUICK = dict(n_train=500, n_val=200, epochs_target=16, epochs_surrogate=10, n_images=32, max_iters=100,
              m_values=(1, 2), n_subsets=3, seeds=(0, 1, 2), nonrobust_target=False)
-#: full CPU preset (≈ 15–25 min on 2 cores)
-FULL = dict(n_train=2000, n_val=200, epochs_target=12, epochs_surrogate=12, n_images=100, max_iters=300,
+#: full CPU preset (≈ 15–25 min on 2 idle cores): each role's 2,000 images = 1,800 trained on + 200 held out
+FULL = dict(n_train=1800, n_val=200, epochs_target=12, epochs_surrogate=12, n_images=100, max_iters=300,
             m_values=(1, 2, 4), n_subsets=3, seeds=(0, 1, 2, 3, 4), nonrobust_target=True)
 
 TARGET_BITS, SURROGATE_BITS = 20, 16
@@ -82,6 +82,9 @@ def train_job(spec: dict[str, Any]) -> dict[str, Any]:
             return {"name": spec["name"], "path": str(path), "clean_bit_acc": m.clean_bit_acc,
                     "val_psnr": info.get("val_psnr"), "seconds": 0.0, "reused": True, "steps": info.get("steps")}
     data = load_cifar_role(spec["role"], spec["n_train"] + spec["n_val"], seed=spec["seed"]).images
+    if data.shape[0] < spec["n_train"] + spec["n_val"]:
+        raise ValueError(f"{spec['name']}: {data.shape[0]} {spec['role']} images < n_train {spec['n_train']} + "
+                         f"n_val {spec['n_val']}")
     cfg = HiddenConfig(n_bits=spec["n_bits"], **TINY)
     st = TrainSettings(epochs=spec["epochs"], acc_high=0.93 if spec["robust"] else 0.98,
                        acc_low=0.88 if spec["robust"] else 0.95, **CPU_TRAIN)
