@@ -8,7 +8,11 @@ import pytest
 
 from iclr25.pref_sensitivity import fit_bt, fit_bt_counts, fit_pl, sensitive_triples, sensitive_tuples
 from iclr25.pref_sensitivity.cli import main
-from iclr25.pref_sensitivity.closed_form import bt_sensitivity, bt_sensitivity_from_scores, sensitive_region_area
+from iclr25.pref_sensitivity.closed_form import (
+    bt_sensitivity,
+    bt_sensitivity_from_scores,
+    sensitive_region_area,
+)
 from iclr25.pref_sensitivity.mle import ConvergenceWarning, FittedScores
 from iclr25.pref_sensitivity.regions import log_bt_partials
 

@@ -106,12 +106,11 @@ def _dpo(cfg: DPOConfig) -> int:
         import torch
     except ImportError:
         raise ValueError("the dpo command needs torch: pip install 'iclr25-pref-sensitivity[dpo]'") from None
+    from iclr25.core.runinfo import write_run_files
     from iclr25.core.seed import choose_device
 
     from .dpo import dpo_chain_experiment
     from .plotting import plot_chain_curves
-
-    from iclr25.core.runinfo import write_run_files
 
     if cfg.threads is None and cfg.backend != "hf":
         torch.set_num_threads(1)  # tiny models: one thread is faster than two on a shared machine
