@@ -20,7 +20,8 @@ def evaluate_methods(pool_emb: np.ndarray, test_emb: np.ndarray, test_y: np.ndar
                      methods: Sequence[str] = METHODS, group_a: np.ndarray | None = None,
                      classes: Sequence[Any] | None = None, attributes: Sequence[Any] | None = None,
                      label_map: Callable[[np.ndarray], np.ndarray] | None = None,
-                     empty_group: Literal["error", "zero"] = "error") -> dict[str, Any]:
+                     empty_group: Literal["error", "zero"] = "error",
+                     attribute_values: Sequence[Any] | None = None) -> dict[str, Any]:
     """Run the methods on the same pool, test set and prompts.
 
     Args:
@@ -33,6 +34,7 @@ def evaluate_methods(pool_emb: np.ndarray, test_emb: np.ndarray, test_y: np.ndar
         classes, attributes: the full group grid (empty groups are listed, not NaN).
         label_map: applied to predictions and labels before grouping (e.g. class → superclass).
         empty_group: see :func:`~iclr25.tie.tie.estimate_scales`.
+        attribute_values: names of the attribute indices (error messages).
 
     Returns:
         ``{"methods": {name: group_metrics(...) + {"pred"}}, "lambda": {...}, "a_hat_accuracy": float|None}``.
@@ -56,11 +58,11 @@ def evaluate_methods(pool_emb: np.ndarray, test_emb: np.ndarray, test_y: np.ndar
             if pool_a is None or test_a is None:
                 raise ValueError("TIE (mode true) needs attribute labels a for the pool and the test images; "
                                  "use --mode inferred (TIE*) when they are unknown")
-            t = TIE(text_emb_spurious, "true", empty_group=empty_group).fit(pool_emb, pool_a)
+            t = TIE(text_emb_spurious, "true", empty_group=empty_group, attribute_values=attribute_values).fit(pool_emb, pool_a)
             preds[m] = t.predict(test_emb, text_emb_class, test_a)
             out["lambda"]["tie"] = t.lam_.tolist()
         elif m == "tie_star":
-            t = TIE(text_emb_spurious, "inferred", empty_group=empty_group).fit(pool_emb)
+            t = TIE(text_emb_spurious, "inferred", empty_group=empty_group, attribute_values=attribute_values).fit(pool_emb)
             preds[m] = t.predict(test_emb, text_emb_class)
             out["lambda"]["tie_star"] = t.lam_.tolist()
             if test_a is not None:
@@ -112,7 +114,7 @@ def evaluate_embedding_set(es, *, pool_split: Literal["train", "val"], methods: 
     res = evaluate_methods(x[pool], x[test], np.asarray(es.y)[test], None if a_idx is None else a_idx[test],
                            es.text_emb_class, es.text_emb_spurious, pool_a=None if a_idx is None else a_idx[pool],
                            methods=ms, group_a=np.asarray(es.a)[test], classes=list(range(len(es.text_emb_class))),
-                           attributes=attrs, empty_group=empty_group)
+                           attributes=attrs, empty_group=empty_group, attribute_values=es.attribute_keys)
     res["skipped"] = skipped
     res["pool_split"] = pool_split
     res["n_pool"], res["n_test"] = int(pool.size), int(test.size)

@@ -394,7 +394,7 @@ def _load_cifar(data_path: Path | None):
 
 def train_offline_pair(cfg: PairConfig, out_dir: str | Path, *, resume: bool = False, data_path: Path | None = None,
                        device: str = "cpu", quiet: bool = False, text_encoder: MiniLMTextEncoder | None = None,
-                       n_train: int | None = None) -> OfflinePair:
+                       n_train: int | None = None, stop_after: int | None = None) -> OfflinePair:
     """Train the offline pair (symmetric InfoNCE, learnable temperature) and save it.
 
     Writes into ``out_dir``: ``model.safetensors`` (weights), ``train_state.pt`` (optimizer, loaded
@@ -406,8 +406,9 @@ def train_offline_pair(cfg: PairConfig, out_dir: str | Path, *, resume: bool = F
 
     Args:
         cfg: hyper-parameters; out_dir: checkpoint folder; data_path: ``cifar10_subset.npz`` (default:
-            the mirror); device: torch device; n_train: use only the first ``n_train`` training images of
-            every class-balanced shuffle (tests).
+            the mirror); device: torch device; n_train: use a seeded subset of ``n_train`` training
+            images (tests); stop_after: stop after this many epochs of this call (an interruption that
+            ``resume=True`` continues).
 
     Returns:
         The trained :class:`OfflinePair` (image tower in eval mode).
@@ -423,7 +424,7 @@ def train_offline_pair(cfg: PairConfig, out_dir: str | Path, *, resume: bool = F
     p, d = _load_cifar(data_path)
     x_train, y_train = d["x_train"], d["y_train"].astype(np.int64)
     if n_train is not None:
-        sel = np.sort(_rng(cfg.seed, -1, 9).permutation(x_train.shape[0])[:n_train])
+        sel = np.sort(_rng(cfg.seed, 10**6 + 1, 9).permutation(x_train.shape[0])[:n_train])
         x_train, y_train = x_train[sel], y_train[sel]
     te = text_encoder or MiniLMTextEncoder()
     captions = caption_set()
@@ -464,7 +465,8 @@ def train_offline_pair(cfg: PairConfig, out_dir: str | Path, *, resume: bool = F
     bar = tqdm(total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch, desc=f"train offline pair s{cfg.seed}",
                unit="step", disable=quiet, mininterval=1.0 if not quiet else 60.0)
     n_cls = len(CLASS_NAMES)
-    for epoch in range(start, cfg.epochs):
+    end = cfg.epochs if stop_after is None else min(cfg.epochs, start + int(stop_after))
+    for epoch in range(start, end):
         t0 = time.perf_counter()
         image.train()
         colour = draw_colours(y_train, cfg.rho, _rng(cfg.seed, epoch, 0))

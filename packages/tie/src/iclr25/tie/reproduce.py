@@ -362,8 +362,8 @@ def _claims(off: list[dict], syn: dict[str, Any], p: dict) -> list[Claim]:
     return claims
 
 
-def _tables(off: list[dict], syn: dict[str, Any], p: dict) -> str:
-    lines = [f"# TIE reproduction tables ({'quick' if p is QUICK else 'full'})", ""]
+def _tables(off: list[dict], syn: dict[str, Any], p: dict, quick: bool) -> str:
+    lines = [f"# TIE reproduction tables ({'quick' if quick else 'full'})", ""]
     for rho in p["rhos"]:
         rs = [r for r in off if r["rho"] == rho]
         for view, title in (("superclass", "superclass × colour (4 groups; headline)"),
@@ -472,7 +472,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
             "pair_config": {k: v for k, v in asdict(PairConfig()).items() if k not in ("seed", "rho", "epochs")},
             "seconds": {"offline_pair": t_off, "synthetic": t_syn}, "offline_pair": off, "synthetic": syn}
     (out / "metrics.json").write_text(json.dumps(meta, indent=1, default=_json))
-    (out / "tables.md").write_text(_tables(off, syn, p))
+    (out / "tables.md").write_text(_tables(off, syn, p, quick))
     return claims
 
 

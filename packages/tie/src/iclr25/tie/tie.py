@@ -159,7 +159,8 @@ def infer_spurious_labels(image_emb: Any, S: Any) -> np.ndarray:
 
 
 def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
-                    empty_group: Literal["error", "zero"] = "error") -> np.ndarray:
+                    empty_group: Literal["error", "zero"] = "error",
+                    attribute_values: Sequence[Any] | None = None) -> np.ndarray:
     """Step 3: translation scales ``λ_a = mean_{x in pool: a(x)=a} ⟨h(x), s_a⟩``.
 
     The pool is unlabeled with respect to the class (the official code uses the training split's
@@ -171,6 +172,7 @@ def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
         S: ``[A, D]`` spurious text embeddings (normalised here).
         empty_group: ``"error"`` (default) raises when an attribute value has no pool image;
             ``"zero"`` sets its λ to 0 (those test images are then not translated).
+        attribute_values: names of the attribute indices, used in error messages.
 
     Returns:
         ``[A]`` float64 scales.
@@ -193,7 +195,9 @@ def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
     sums = np.bincount(a, weights=proj, minlength=A)
     empty = np.flatnonzero(counts == 0)
     if empty.size and empty_group == "error":
-        raise ValueError(f"pool: no image with attribute index {empty.tolist()}; λ cannot be estimated "
+        what = (f"attribute value(s) {[attribute_values[i] for i in empty]}" if attribute_values is not None
+                else f"attribute index {empty.tolist()}")
+        raise ValueError(f"pool: no image with {what}; λ cannot be estimated "
                          "(give a pool that contains every attribute value, or opt in with empty_group='zero' "
                          "/ --empty-group zero to leave those images untranslated)")
     return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
@@ -391,18 +395,21 @@ class TIE:
         mode: ``"true"`` uses given attribute labels (TIE); ``"inferred"`` infers them zero-shot
             with :func:`infer_spurious_labels` on the pool and on the test set (TIE*).
         empty_group: see :func:`estimate_scales`.
+        attribute_values: names of the attribute indices (error messages only).
 
     Attributes (after ``fit``):
         S_: ``[A, D]`` unit spurious vectors; lam_: ``[A]`` scales λ_a.
     """
 
     def __init__(self, text_emb_spurious: Any, mode: Literal["true", "inferred"] = "true", *,
-                 empty_group: Literal["error", "zero"] = "error") -> None:
+                 empty_group: Literal["error", "zero"] = "error",
+                 attribute_values: Sequence[Any] | None = None) -> None:
         if mode not in ("true", "inferred"):
             raise ValueError(f"mode must be 'true' (TIE) or 'inferred' (TIE*), got {mode!r}")
         self.mode = mode
         self.empty_group = empty_group
         self.S_ = spurious_vectors(text_emb_spurious)
+        self.attribute_values = None if attribute_values is None else list(attribute_values)
         self.lam_: np.ndarray | None = None
 
     def _attr(self, emb: np.ndarray, a: Any, name: str) -> np.ndarray:
@@ -417,7 +424,8 @@ class TIE:
         """Estimate λ on the pool (``[M, D]``; ``pool_a [M]`` needed for ``mode='true'``)."""
         x = check_embeddings(pool_emb, "pool_emb")
         _check_pair(x, "pool_emb", self.S_, "text_emb_spurious")
-        self.lam_ = estimate_scales(x, self._attr(x, pool_a, "pool_a"), self.S_, empty_group=self.empty_group)
+        self.lam_ = estimate_scales(x, self._attr(x, pool_a, "pool_a"), self.S_, empty_group=self.empty_group,
+                                    attribute_values=self.attribute_values)
         return self
 
     def attributes(self, emb: Any, a: Any = None) -> np.ndarray:
