@@ -98,3 +98,32 @@ def test_bad_pair_config():
         PairConfig(lr=float("nan"))
     with pytest.raises(FileNotFoundError, match="train-encoder"):
         load_offline_pair("/nonexistent/checkpoint")
+
+
+def test_embed_with_offline_pair_from_metadata(tmp_path, text_encoder, data_path):
+    from PIL import Image
+
+    from iclr25.tie.cli import main
+
+    train_offline_pair(PairConfig(epochs=1, batch_size=32), tmp_path / "ck", data_path=data_path, quiet=True,
+                       text_encoder=text_encoder, n_train=64)
+    rng = np.random.default_rng(0)
+    rows = ["img_filename,y,a,split"]
+    for i in range(12):
+        Image.fromarray(rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+        rows.append(f"{i}.png,{i % 3},{(i // 3) % 2},{0 if i < 6 else 2}")
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "p.json").write_text(json.dumps({"class_prompts": ["a photo of a cat.", "a photo of a dog.",
+                                                                   "a photo of a ship."],
+                                                 "spurious_prompts_by_attribute": {"0": "a photo with a green frame",
+                                                                                   "1": "a photo with a blue frame"}}))
+    out = tmp_path / "emb"
+    assert main(["embed", "--checkpoint", str(tmp_path / "ck"), "--metadata", str(tmp_path / "m.csv"), "--prompts",
+                 str(tmp_path / "p.json"), "--out", str(out), "--quiet"]) == 0
+    z = np.load(out / "embeddings.npz")
+    assert z["image_emb"].shape == (12, 64) and z["text_emb_class"].shape == (3, 64)
+    # a prompt for a value that never occurs is refused
+    (tmp_path / "p2.json").write_text(json.dumps({"class_prompts": ["a", "b", "c"], "spurious_prompts_by_attribute": {
+        "0": "x", "1": "y", "7": "z"}}))
+    assert main(["embed", "--checkpoint", str(tmp_path / "ck"), "--metadata", str(tmp_path / "m.csv"), "--prompts",
+                 str(tmp_path / "p2.json"), "--out", str(tmp_path / "emb2"), "--quiet"]) == 2

@@ -55,6 +55,7 @@ def run_bench(cfg) -> dict[str, Any]:
         "n": cfg.n, "pool": pool, "dim": cfg.dim, "classes": cfg.classes, "attributes": cfg.attributes,
         "repeats": cfg.repeats, "zero_shot_s": t_zs, "tie_s": t_tie, "tie_star_s": t_star,
         "tie_over_zero_shot": t_tie / t_zs, "tie_star_over_zero_shot": t_star / t_zs,
+        "tie_over_zero_shot_min": min(tie_all) / min(zs_all),
         "zero_shot_runs_s": zs_all, "tie_runs_s": tie_all,
     }
     if cfg.renders > 0:

@@ -73,6 +73,11 @@ def check_embeddings(x: Any, name: str, *, dim: int | None = None, allow_zero: b
         ValueError: not 2-D, empty, NaN/inf rows or zero-norm rows (the first indices are named),
             or a width different from ``dim``.
     """
+    return _checked(x, name, dim=dim, allow_zero=allow_zero)[0]
+
+
+def _checked(x: Any, name: str, *, dim: int | None = None, allow_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_embeddings` plus the row norms ``[N]`` (one pass over the data, no copy)."""
     arr = _float(x, name)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array [N, D], got shape {arr.shape}")
@@ -80,16 +85,22 @@ def check_embeddings(x: Any, name: str, *, dim: int | None = None, allow_zero: b
         raise ValueError(f"{name}: no rows (shape {arr.shape})")
     if dim is not None and arr.shape[1] != dim:
         raise ValueError(f"{name}: embedding dimension {arr.shape[1]} differs from {dim}")
-    bad = ~np.isfinite(arr).all(axis=1)
-    if bad.any():
-        idx = np.flatnonzero(bad)
-        raise ValueError(f"{name}: {idx.size} row(s) contain NaN/inf, first indices {idx[:5].tolist()}")
+    n2 = np.einsum("ij,ij->i", arr, arr)
+    suspect = ~np.isfinite(n2)                       # NaN/inf rows, or finite rows whose square overflowed
+    if suspect.any():
+        rows = np.flatnonzero(suspect)
+        bad = rows[~np.isfinite(arr[rows]).all(axis=1)]
+        if bad.size:
+            raise ValueError(f"{name}: {bad.size} row(s) contain NaN/inf, first indices {bad[:5].tolist()}")
+        big = np.abs(arr[rows]).max(axis=1, keepdims=True)
+        n2[rows] = (np.einsum("ij,ij->i", arr[rows] / big, arr[rows] / big) * big[:, 0].astype(np.float64) ** 2)
+    norms = np.sqrt(n2)
     if not allow_zero:
-        zero = ~(np.abs(arr) > 0).any(axis=1)
+        zero = norms == 0
         if zero.any():
             idx = np.flatnonzero(zero)
             raise ValueError(f"{name}: {idx.size} row(s) have zero norm, first indices {idx[:5].tolist()}")
-    return arr
+    return arr, norms
 
 
 def _check_pair(img: np.ndarray, img_name: str, txt: np.ndarray, txt_name: str) -> None:
@@ -181,15 +192,16 @@ def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
         ValueError: an attribute index with no pool image (the index is named; ``empty_group='zero'``
             opts in), bad shapes or values, NaN/inf or zero-norm rows.
     """
-    x = normalize_rows(check_embeddings(pool_emb, "pool_emb"))
+    x, nx = _checked(pool_emb, "pool_emb")
     s = spurious_vectors(S)
     _check_pair(x, "pool_emb", s, "text_emb_spurious")
     a = _labels(pool_a, x.shape[0], "pool_a", s.shape[0], allow_untranslated=True)
     if empty_group not in ("error", "zero"):
         raise ValueError(f"empty_group must be 'error' or 'zero', got {empty_group!r}")
     keep = a >= 0
-    x, a = x[keep], a[keep]
-    proj = np.einsum("ij,ij->i", x.astype(np.float64), s[a].astype(np.float64))   # <h, s_a(x)>
+    xs = x @ s.T.astype(x.dtype, copy=False)                                      # [M, A]
+    proj = np.take_along_axis(xs, np.maximum(a, 0)[:, None], axis=1)[:, 0].astype(np.float64) / nx  # <h, s_a(x)>
+    proj, a = proj[keep], a[keep]
     A = s.shape[0]
     counts = np.bincount(a, minlength=A)
     sums = np.bincount(a, weights=proj, minlength=A)
@@ -243,10 +255,16 @@ def zero_shot_scores(image_emb: Any, text_emb_class: Any) -> np.ndarray:
     Raises:
         ValueError: bad shapes, NaN/inf, zero-norm class rows, dimension mismatch, fewer than 2 classes.
     """
-    x = check_embeddings(image_emb, "image_emb", allow_zero=True)
+    x, n = _checked(image_emb, "image_emb", allow_zero=True)
+    return _scores(x, n, text_emb_class)
+
+
+def _scores(x: np.ndarray, n: np.ndarray, text_emb_class: Any) -> np.ndarray:
     t = _class_text(text_emb_class)
     _check_pair(x, "image_emb", t, "text_emb_class")
-    return normalize_rows(x) @ t.T.astype(x.dtype, copy=False)
+    sc = x @ t.T.astype(x.dtype, copy=False)
+    sc /= np.where(n > 0, n, 1).astype(x.dtype)[:, None]
+    return sc
 
 
 def _class_text(text_emb_class: Any) -> np.ndarray:
@@ -287,10 +305,9 @@ def zero_shot_predict(image_emb: Any, text_emb_class: Any) -> np.ndarray:
     Raises:
         ValueError: see :func:`zero_shot_scores`.
     """
-    x = check_embeddings(image_emb, "image_emb", allow_zero=True)
-    n = np.sqrt(np.einsum("ij,ij->i", x, x))
+    x, n = _checked(image_emb, "image_emb", allow_zero=True)
     zero = n <= _zero_tol(x.dtype) * max(1.0, float(n.max(initial=0.0)))
-    return _argmax_warn(zero_shot_scores(x, text_emb_class), zero)
+    return _argmax_warn(_scores(x, n, text_emb_class), zero)
 
 
 def projection_directions(S: Any) -> np.ndarray:
@@ -413,8 +430,8 @@ class TIE:
         self.lam_: np.ndarray | None = None
 
     def _attr(self, emb: np.ndarray, a: Any, name: str) -> np.ndarray:
-        if self.mode == "inferred":
-            return infer_spurious_labels(emb, self.S_)
+        if self.mode == "inferred":          # emb is already checked: one [N, A] matmul
+            return np.argmax(emb @ self.S_.T.astype(emb.dtype, copy=False), axis=1).astype(np.int64)
         if a is None:
             raise ValueError(f"mode='true' (TIE) needs the attribute labels {name}; give them, or use "
                              "mode='inferred' (TIE*, --mode inferred) to infer them zero-shot")
@@ -422,8 +439,10 @@ class TIE:
 
     def fit(self, pool_emb: Any, pool_a: Any = None) -> TIE:
         """Estimate λ on the pool (``[M, D]``; ``pool_a [M]`` needed for ``mode='true'``)."""
-        x = check_embeddings(pool_emb, "pool_emb")
-        _check_pair(x, "pool_emb", self.S_, "text_emb_spurious")
+        x = _float(pool_emb, "pool_emb")
+        if x.ndim != 2 or x.shape[1] != self.S_.shape[1]:
+            x = check_embeddings(x, "pool_emb")
+            _check_pair(x, "pool_emb", self.S_, "text_emb_spurious")
         self.lam_ = estimate_scales(x, self._attr(x, pool_a, "pool_a"), self.S_, empty_group=self.empty_group,
                                     attribute_values=self.attribute_values)
         return self
@@ -450,16 +469,24 @@ class TIE:
         """
         if self.lam_ is None:
             raise ValueError("TIE: call fit(pool_emb, pool_a) before transform/predict")
-        x = normalize_rows(check_embeddings(test_emb, "image_emb"))
-        t = _class_text(text_emb_class)
+        x, nx = _checked(test_emb, "image_emb")
+        t = _class_text(text_emb_class).astype(x.dtype, copy=False)
         _check_pair(x, "image_emb", t, "text_emb_class")
         _check_pair(x, "image_emb", self.S_, "text_emb_spurious")
-        a = self._attr(x, test_a, "test_a")
         s = self.S_.astype(x.dtype, copy=False)
+        inv = (1.0 / nx).astype(x.dtype)
+        C = t.shape[0]
+        both = x @ np.vstack([t, s]).T                # one [N, C+A] product (a skinny [N, A] one is as slow)
+        scores, xs = both[:, :C], both[:, C:]
+        if self.mode == "inferred":
+            a = np.argmax(xs, axis=1)                                      # â, from the same product
+        else:
+            a = self._attr(x, test_a, "test_a")
         lam = np.append(self.lam_, 0.0).astype(x.dtype)[a]               # a = -1 -> 0
-        st = np.vstack([s @ t.T.astype(x.dtype), np.zeros((1, t.shape[0]), x.dtype)])  # [A+1, C]
-        scores = x @ t.T.astype(x.dtype, copy=False) - lam[:, None] * st[a]
-        hs = np.einsum("ij,ij->i", x, np.vstack([s, np.zeros((1, s.shape[1]), x.dtype)])[a])
+        st = np.vstack([s @ t.T, np.zeros((1, C), x.dtype)])              # [A+1, C]: <s_a, t_y>
+        scores *= inv[:, None]
+        scores -= lam[:, None] * st[a]                                    # <h - λ_a s_a, t_y>
+        hs = np.where(a >= 0, np.take_along_axis(xs, np.maximum(a, 0)[:, None], axis=1)[:, 0] * inv, 0)
         norm2 = 1.0 - 2.0 * lam * hs + lam * lam                          # ‖h − λ s‖² with ‖h‖ = ‖s‖ = 1
         zero = norm2 <= _zero_tol(x.dtype) ** 2
         return _argmax_warn(scores, zero)
