@@ -167,12 +167,12 @@ def test_hyperparameter_range_checks():
         make_synthetic(0, rho=1.5)
     with pytest.raises(ValueError, match="non-finite"):
         translate(np.ones((2, 3)), [0, 1], np.eye(3)[:2], [np.inf, 0.1])
-    from iclr25.tie.config import EvaluateConfig, TrainEncoderConfig
+    from iclr25.tie.config import EmbedConfig, TrainEncoderConfig
 
     with pytest.raises(ValueError, match="rho"):
         TrainEncoderConfig(rho=float("inf"))
-    with pytest.raises(ValueError, match="threads"):
-        EvaluateConfig(embeddings="x.npz", pool_split="train", threads=0)
+    with pytest.raises(ValueError, match="shard must be 'k/n'"):
+        EmbedConfig(shard="3/2")
 
 
 def test_attribute_index_out_of_range():

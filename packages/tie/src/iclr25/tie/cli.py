@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import BenchConfig, EmbedConfig, EvaluateConfig, ReproduceConfig, TrainEncoderConfig
@@ -27,19 +26,8 @@ DESCRIPTION = (f"TIE / TIE* (ICLR 2025, iclr25-tie {__version__}): test-time tra
 log = logging.getLogger("iclr25.tie")
 
 
-def _setup(cfg, command: str) -> Path:
-    logging.basicConfig(level=logging.WARNING if cfg.quiet else logging.INFO, format="%(message)s", force=True)
-    out = Path(cfg.out) if cfg.out is not None else Path("runs/tie") / command
-    if cfg.threads is not None and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(cfg.threads)
-    return out
-
-
-def _torch_threads(cfg) -> None:
-    if cfg.threads is not None:
-        import torch
-
-        torch.set_num_threads(cfg.threads)
+def _out(cfg) -> Path:
+    return Path(cfg.out)                       # filled by the core's run_cli (runs/tie/<command>)
 
 
 def _device(name: str) -> str:
@@ -49,10 +37,9 @@ def _device(name: str) -> str:
 
 
 def cmd_train_encoder(cfg: TrainEncoderConfig) -> int:
-    out = _setup(cfg, "train-encoder")
+    out = _out(cfg)
     from .offline_pair import PairConfig, n_parameters, train_offline_pair
 
-    _torch_threads(cfg)
     pc = PairConfig(seed=cfg.seed, epochs=cfg.epochs, rho=cfg.rho, batch_size=cfg.batch_size, lr=cfg.lr, dim=cfg.dim,
                     caption_mix={"class": cfg.caption_class, "class_colour": cfg.caption_class_colour,
                                  "colour": cfg.caption_colour})
@@ -119,10 +106,9 @@ def _source_rows(cfg: EmbedConfig):
 
 
 def cmd_embed(cfg: EmbedConfig) -> int:
-    out = _setup(cfg, "embed")
+    out = _out(cfg)
     from .embed import build_embedding_set, embed_rows, fingerprint
 
-    _torch_threads(cfg)
     t0 = time.perf_counter()
     n, encode, y, a, split, prompts, class_names, items, enc = _source_rows(cfg)
     k, m = (int(v) for v in cfg.shard.split("/"))
@@ -140,7 +126,7 @@ def cmd_embed(cfg: EmbedConfig) -> int:
 
 
 def cmd_evaluate(cfg: EvaluateConfig) -> int:
-    out = _setup(cfg, "evaluate")
+    out = _out(cfg)
     from .embeddings import EmbeddingSet
     from .evaluate import evaluate_embedding_set, metrics_table, per_group_table
 
@@ -159,14 +145,16 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     if empty:
         md.append(f"Empty test groups (left out of WGA): {empty}")
     (out / "evaluation.md").write_text("\n".join(md))
-    js = {"config": {k: str(v) for k, v in vars(cfg).items()}, "lambda": res["lambda"],
+    js = {"lambda": res["lambda"],
           "a_hat_accuracy": res["a_hat_accuracy"], "skipped": res["skipped"], "n_pool": res["n_pool"],
           "n_test": res["n_test"], "methods": {
               m: {"worst_group": r["worst_group"], "worst_group_key": list(r["worst_group_key"]), "average": r["average"],
                   "per_group": {f"y{k[0]}_a{k[1]}": v for k, v in r["per_group"].items()},
                   "sizes": {f"y{k[0]}_a{k[1]}": v for k, v in r["sizes"].items()},
                   "empty_groups": [list(g) for g in r["empty_groups"]]} for m, r in res["methods"].items()}}
-    (out / "results.json").write_text(json.dumps(js, indent=1))
+    from iclr25.core.runinfo import write_run_files
+
+    write_run_files(out, cfg, js)
     print("\n".join(md[4:]))
     best = res["methods"].get("tie") or res["methods"].get("tie_star")
     zs = res["methods"]["zero_shot"]
@@ -175,28 +163,8 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     return 0
 
 
-def cmd_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    logging.basicConfig(level=logging.WARNING if cfg.quiet else logging.INFO, format="%(message)s", force=True)
-    out = Path(cfg.out) if cfg.out is not None else Path("results/tie")
-    from .reproduce import reproduce
-
-    def fn(quick: bool, out_dir: Path):
-        return reproduce(quick, out_dir, seeds=cfg.seeds, device=cfg.device, workers=cfg.workers, threads=cfg.threads,
-                         quiet=cfg.quiet, data=cfg.data)
-
-    rep = run_reproduction("tie", fn, quick=cfg.quick, out_dir=out, version=__version__)
-    print(claims_table(rep.claims))
-    held = sum(c.holds for c in rep.claims)
-    print(f"tie reproduce ({'quick' if cfg.quick else 'full'}): {held}/{len(rep.claims)} claims hold in "
-          f"{rep.seconds:.0f} s; results in {out}/results.md")
-    return 0
-
-
 def cmd_bench(cfg: BenchConfig) -> int:
-    out = _setup(cfg, "bench")
+    out = _out(cfg)
     from .bench import run_bench
 
     res = run_bench(cfg)
@@ -217,17 +185,14 @@ COMMANDS = {
     "embed": Command(EmbedConfig, cmd_embed, "images + prompts -> EmbeddingSet .npz (--encoder offline-pair|open_clip|hf; "
                      "local weights only; resumable per shard)"),
     "evaluate": Command(EvaluateConfig, cmd_evaluate, "EmbeddingSet .npz -> zero-shot / TIE / TIE* / projection, per group"),
-    "reproduce": Command(ReproduceConfig, cmd_reproduce, "reproduce the paper's claims at CPU scale (--quick: ~3 min)"),
+    "reproduce": reproduce_command("tie", "iclr25.tie.reproduce:reproduce", __version__, config=ReproduceConfig,
+                                   help="reproduce the paper's claims at CPU scale (--quick: ~3 min on 2 cores)"),
     "bench": Command(BenchConfig, cmd_bench, "time zero-shot vs TIE (100k x 768, C=62, A=5) and TIE's share of embedding"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--version"]:
-        print(f"{PROG} {__version__}")
-        return 0
-    return run_cli(PROG, DESCRIPTION, COMMANDS, args)
+    return run_cli(PROG, DESCRIPTION, COMMANDS, argv, version=__version__)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["CommonConfig", "TrainEncoderConfig", "EmbedConfig", "EvaluateConfig", "ReproduceConfig", "BenchConfig"]
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+
+__all__ = ["TrainEncoderConfig", "EmbedConfig", "EvaluateConfig", "ReproduceConfig", "BenchConfig"]
 
 
 def _finite(name: str, v: float, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> None:
@@ -25,30 +27,9 @@ def _finite(name: str, v: float, lo: float | None = None, hi: float | None = Non
 
 
 @dataclass(kw_only=True)
-class CommonConfig:
-    """Flags every command shares."""
-
-    out: Path | None = None
-    """output folder (default runs/tie/<command>; reproduce: results/tie)"""
-    device: str = "auto"
-    """torch device for encoders: auto|cpu|cuda|cuda:N|mps (TIE itself is numpy)"""
-    threads: int | None = 1
-    """torch / BLAS threads (1 is fastest on small shared CPUs); None leaves the libraries' default"""
-    quiet: bool = False
-    """no progress bars, warnings only"""
-
-    def __post_init__(self) -> None:
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
-
-
-@dataclass(kw_only=True)
-class TrainEncoderConfig(CommonConfig):
+class TrainEncoderConfig(CommonOptions, SeedOption):
     """Train the offline CLIP-style pair (frozen MiniLM + linear head; small CNN) on cifar10-subset
-    with the injected green/blue frame."""
-
-    seed: int = 0
-    """seed of weights, colour draws, captions and batch order"""
+    with the injected green/blue frame. --seed seeds weights, colour draws, captions and batch order."""
     epochs: int = 6
     """training epochs (reproduce --quick: 6; full: 15)"""
     rho: float = 0.95
@@ -70,7 +51,6 @@ class TrainEncoderConfig(CommonConfig):
     """cifar10_subset.npz (default: $ICLR25_DATA/cifar10-subset/cifar10_subset.npz)"""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         _finite("rho", self.rho, 0.0, 1.0)
         _finite("lr", self.lr, 0.0, lo_open=True)
         for n in ("caption_class", "caption_class_colour", "caption_colour"):
@@ -80,7 +60,7 @@ class TrainEncoderConfig(CommonConfig):
 
 
 @dataclass(kw_only=True)
-class EmbedConfig(CommonConfig):
+class EmbedConfig(CommonOptions, SeedOption):
     """Embed images and prompts into an EmbeddingSet .npz (resumable per shard)."""
 
     encoder: Literal["offline-pair", "open_clip", "hf"] = "offline-pair"
@@ -121,14 +101,11 @@ class EmbedConfig(CommonConfig):
     shard: str = "0/1"
     """k/n: this process embeds shards k, k+n, ...; the process that finds all shards writes the npz"""
     rho: float = 0.95
-    """cifar10-frames: training correlation of the λ pool's frame colours"""
-    seed: int = 0
-    """cifar10-frames: seed of the pool's colour draw"""
+    """cifar10-frames: training correlation of the λ pool's frame colours (--seed: its colour draw)"""
     data: Path | None = None
     """cifar10-frames: cifar10_subset.npz (default: the ICLR25_DATA mirror)"""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         _finite("rho", self.rho, 0.0, 1.0)
         if self.batch_size < 1 or self.shard_size < 1:
             raise ValueError("batch_size and shard_size must be >= 1")
@@ -141,7 +118,7 @@ class EmbedConfig(CommonConfig):
 
 
 @dataclass(kw_only=True)
-class EvaluateConfig(CommonConfig):
+class EvaluateConfig(CommonOptions):
     """Zero-shot / TIE / TIE* / projection on an EmbeddingSet .npz, per group."""
 
     embeddings: Path
@@ -157,26 +134,23 @@ class EvaluateConfig(CommonConfig):
 
 
 @dataclass(kw_only=True)
-class ReproduceConfig(CommonConfig):
+class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (offline pair + synthetic paper-model)."""
 
-    quick: bool = False
-    """the CPU-scale quick preset (2 encoder seeds x 6 epochs); default: the full CPU run (~30 min)"""
-    seeds: tuple[int, ...] | None = None
-    """encoder and synthetic seeds (default: the preset's)"""
     workers: int = 2
     """encoders trained in parallel processes"""
+    worker_threads: int = 1
+    """torch threads of each worker process"""
     data: Path | None = None
     """cifar10_subset.npz (default: the ICLR25_DATA mirror)"""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.workers < 1 or self.worker_threads < 1:
+            raise ValueError(f"workers and worker_threads must be >= 1, got {self.workers}, {self.worker_threads}")
 
 
 @dataclass(kw_only=True)
-class BenchConfig(CommonConfig):
+class BenchConfig(CommonOptions):
     """Time zero-shot vs TIE on large random embeddings, and TIE's share of the offline pair's
     embedding time."""
 
@@ -193,6 +167,5 @@ class BenchConfig(CommonConfig):
     """offline pair: test renders to embed (0 skips the encoder timing)"""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if min(self.n, self.pool, self.dim, self.repeats) < 1 or self.classes < 2 or self.attributes < 1 or self.renders < 0:
             raise ValueError("n, pool, dim, repeats >= 1, classes >= 2, attributes >= 1, renders >= 0 are required")

@@ -36,7 +36,7 @@ def embed_rows(n_rows: int, encode: Callable[[np.ndarray], np.ndarray], out_dir:
     Raises:
         ValueError: ``out_dir`` holds shards of another run (different fingerprint).
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress
 
     sd = Path(out_dir) / "shards"
     sd.mkdir(parents=True, exist_ok=True)
@@ -54,7 +54,7 @@ def embed_rows(n_rows: int, encode: Callable[[np.ndarray], np.ndarray], out_dir:
     todo = [j for j in mine if not (sd / f"shard_{j:05d}.npy").is_file()]
     if len(todo) < len(mine):
         log.info("embed: %d of my %d shard(s) already done, resuming", len(mine) - len(todo), len(mine))
-    for j in tqdm(todo, desc="embed shards", unit="shard", disable=quiet):
+    for j in progress(todo, desc="embed shards", unit="shard", quiet=True if quiet else None):
         idx = np.arange(j * shard_size, min((j + 1) * shard_size, n_rows))
         emb = np.asarray(encode(idx), dtype=np.float32)
         if emb.shape[0] != idx.size:

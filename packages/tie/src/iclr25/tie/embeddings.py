@@ -426,7 +426,7 @@ def read_celeba(root: str | Path, *, target: str = "Blond_Hair", attribute: str 
         raise ValueError(f"celeba {part_f}: no partition for {missing[:3]}")
     paths = [r / images_dir / f for f in files]
     if check_files:
-        for f, q in zip(files, paths):
+        for q in paths:
             if not q.is_file():
                 raise FileNotFoundError(f"celeba: image {q} (listed in {attr_f}) does not exist")
     return Metadata(paths, np.array(y, dtype=np.int64), np.array(a, dtype=np.int64),

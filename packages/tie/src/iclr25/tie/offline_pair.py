@@ -460,10 +460,10 @@ def train_offline_pair(cfg: PairConfig, out_dir: str | Path, *, resume: bool = F
         log.info("--resume: no checkpoint in %s, training from scratch", out)
     if not resume and (out / "metrics.jsonl").exists():
         (out / "metrics.jsonl").unlink()
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress
 
-    bar = tqdm(total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch, desc=f"train offline pair s{cfg.seed}",
-               unit="step", disable=quiet, mininterval=1.0 if not quiet else 60.0)
+    bar = progress(total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
+                   desc=f"train offline pair s{cfg.seed}", unit="step", quiet=True if quiet else None)
     n_cls = len(CLASS_NAMES)
     end = cfg.epochs if stop_after is None else min(cfg.epochs, start + int(stop_after))
     for epoch in range(start, end):

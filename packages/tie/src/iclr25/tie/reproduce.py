@@ -34,7 +34,6 @@ from .synthetic import make_synthetic, oracle_translation
 from .tie import (
     TIE,
     group_metrics,
-    infer_spurious_labels,
     normalize_rows,
     project_out,
     projection_directions,
@@ -382,10 +381,10 @@ def _tables(off: list[dict], syn: dict[str, Any], p: dict, quick: bool) -> str:
         for k in keys:
             lines.append(f"| {names.get(k, k)} | {rs[0]['superclass']['zero_shot']['sizes'][k]} | " + " | ".join(
                 _fmt(*_ms(r["superclass"][m]["per_group"][k] for r in rs)) for m in METHODS) + " |")
-        lines += ["", f"λ (TIE, green/blue): " + "; ".join(f"seed {r['seed']}: {np.round(r['lambda']['tie'], 4).tolist()}"
+        lines += ["", "λ (TIE, green/blue): " + "; ".join(f"seed {r['seed']}: {np.round(r['lambda']['tie'], 4).tolist()}"
                                                         for r in rs),
-                  f"â accuracy (test renders): " + ", ".join(f"{r['a_hat_accuracy']:.3f}" for r in rs),
-                  f"cos(image shift, text direction): " + ", ".join(f"{r['cos_shift_text']:.3f}" for r in rs), ""]
+                  "â accuracy (test renders): " + ", ".join(f"{r['a_hat_accuracy']:.3f}" for r in rs),
+                  "cos(image shift, text direction): " + ", ".join(f"{r['cos_shift_text']:.3f}" for r in rs), ""]
     lines += ["## Synthetic paper-model — WGA / average (%), mean ± sd over seeds", "",
               "| setting | zero-shot | TIE | TIE* | projection | oracle v* |", "|---|---|---|---|---|---|"]
     for name, runs in syn["settings"].items():
@@ -407,7 +406,8 @@ def _tables(off: list[dict], syn: dict[str, Any], p: dict, quick: bool) -> str:
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = None, device: str = "auto",
-              workers: int = 2, threads: int | None = 1, quiet: bool = False, data: Path | None = None) -> list[Claim]:
+              workers: int = 2, worker_threads: int = 1, data: Path | None = None,
+              quiet: bool | None = None) -> list[Claim]:
     """Run the reproduction and return the claims in :data:`CLAIM_NAMES`.
 
     Args:
@@ -417,9 +417,9 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
         out_dir: results folder: ``metrics.json``, ``tables.md``, ``encoders/`` (checkpoints).
         seeds: encoder and synthetic seeds (default: the preset's; quick needs ≥ 2 for the sd).
         device: torch device for the encoders (``auto``: CPU at this scale).
-        workers: encoder trainings run in parallel processes (one torch thread each by default).
-        threads: torch threads per worker.
-        quiet: no progress bars.
+        workers: encoder trainings run in parallel processes.
+        worker_threads: torch threads per worker (1: fastest on small shared CPUs).
+        quiet: no progress bar (``None``: the core's ``--quiet`` / ``ICLR25_QUIET``).
         data: ``cifar10_subset.npz`` (default: the ``ICLR25_DATA`` mirror).
 
     Returns:
@@ -433,8 +433,8 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
         if len(seeds) < 1 or min(seeds) < 0:
             raise ValueError(f"seeds must be non-negative integers, got {seeds}")
         p["encoder_seeds"] = p["synth_seeds"] = seeds
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers < 1 or worker_threads < 1:
+        raise ValueError(f"workers and worker_threads must be >= 1, got {workers}, {worker_threads}")
     dev = "cpu" if device == "auto" else choose_device(device)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -445,10 +445,10 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
     t0 = time.perf_counter()
     jobs = [(s, rho) for rho in p["rhos"] for s in p["encoder_seeds"]]
     args = [(s, rho, p["epochs"], str(out / "encoders" / f"rho{rho}_seed{s}"), str(data), dev, p["control_images"],
-             threads, True) for s, rho in jobs]
-    from tqdm.auto import tqdm
+             worker_threads, True) for s, rho in jobs]
+    from iclr25.core.progress import progress
 
-    bar = tqdm(total=len(jobs), desc="tie reproduce: encoders", unit="encoder", disable=quiet)
+    bar = progress(total=len(jobs), desc="tie reproduce: encoders", unit="encoder", quiet=quiet)
     raw: list[dict] = []
     if workers == 1 or len(jobs) == 1:
         for a in args:
@@ -468,7 +468,8 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
     claims = _claims(off, syn, p)
     from .offline_pair import PairConfig
 
-    meta = {"quick": quick, "preset": p, "device": dev, "workers": workers, "threads": threads, "data": str(data),
+    meta = {"quick": quick, "preset": p, "device": dev, "workers": workers, "worker_threads": worker_threads,
+            "data": str(data),
             "pair_config": {k: v for k, v in asdict(PairConfig()).items() if k not in ("seed", "rho", "epochs")},
             "seconds": {"offline_pair": t_off, "synthetic": t_syn}, "offline_pair": off, "synthetic": syn}
     (out / "metrics.json").write_text(json.dumps(meta, indent=1, default=_json))
