@@ -90,7 +90,12 @@ def _source_rows(cfg: EmbedConfig):
         return imgs.shape[0], lambda idx: enc.encode_arrays(imgs[idx]), y, a, split, prompts, list(CLASS_NAMES), items, enc
     if cfg.prompts is None:
         raise ValueError("--prompts FILE.json is needed (class prompts and the {attribute_value: prompt} mapping)")
-    prompts = load_prompts(cfg.prompts, cfg.prompts_key)
+    names = None
+    if cfg.class_names is not None:
+        if not Path(cfg.class_names).is_file():
+            raise FileNotFoundError(f"--class-names {cfg.class_names} does not exist")
+        names = [ln.strip() for ln in Path(cfg.class_names).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    prompts = load_prompts(cfg.prompts, cfg.prompts_key, class_names=names)
     if cfg.source == "celeba":
         if cfg.images_root is None:
             raise ValueError("--source celeba needs --images-root (the folder with list_attr_celeba.txt)")
@@ -101,7 +106,7 @@ def _source_rows(cfg: EmbedConfig):
         md = read_metadata(cfg.metadata, cfg.images_root, y_column=cfg.y_column, a_column=cfg.a_column,
                            split_column=cfg.split_column, filename_column=cfg.filename_column)
     paths = md.paths
-    return (len(paths), lambda idx: enc.encode_images([paths[i] for i in idx]), md.y, md.a, md.split, prompts, None,
+    return (len(paths), lambda idx: enc.encode_images([paths[i] for i in idx]), md.y, md.a, md.split, prompts, names,
             [str(p) for p in paths], enc)
 
 

@@ -92,7 +92,9 @@ class EmbedConfig(CommonOptions, SeedOption):
     prompts: Path | None = None
     """JSON in the format of official_prompts_and_outputs.json (class prompts + {attribute_value: prompt})"""
     prompts_key: str | None = None
-    """data set inside the prompts JSON (e.g. waterbirds, celeba)"""
+    """data set inside the prompts JSON (e.g. waterbirds, celeba, fmow)"""
+    class_names: Path | None = None
+    """text file, one class name per line (index = label), for prompts given as class_prompt_template (FMoW)"""
     untranslated: Literal["error", "keep"] = "error"
     """attribute values without a prompt: error, or keep them untranslated"""
     batch_size: int = 256
