@@ -543,7 +543,11 @@ def load_offline_pair(checkpoint: str | Path, *, device: str = "cpu",
     cfg = PairConfig(**pc)
     te = text_encoder
     image, head, scale = _build_modules(cfg, 384)
-    _load_state(image, head, scale, load_file(str(ck / "model.safetensors")))
+    try:
+        _load_state(image, head, scale, load_file(str(ck / "model.safetensors")))
+    except (RuntimeError, KeyError) as e:
+        raise ValueError(f"checkpoint {ck}: model.safetensors does not match the offline pair of this version "
+                         f"(retrain with 'iclr25-tie train-encoder'): {str(e).splitlines()[0]}") from None
     image.to(device).eval()
     head.to(device)
     return OfflinePair(cfg, image, head, scale, te, device)
