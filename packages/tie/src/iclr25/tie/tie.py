@@ -198,11 +198,17 @@ def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
     a = _labels(pool_a, x.shape[0], "pool_a", s.shape[0], allow_untranslated=True)
     if empty_group not in ("error", "zero"):
         raise ValueError(f"empty_group must be 'error' or 'zero', got {empty_group!r}")
-    keep = a >= 0
     xs = x @ s.T.astype(x.dtype, copy=False)                                      # [M, A]
+    return _scales(xs, nx, a, empty_group, attribute_values)
+
+
+def _scales(xs: np.ndarray, nx: np.ndarray, a: np.ndarray, empty_group: str,
+            attribute_values: Sequence[Any] | None) -> np.ndarray:
+    """λ from the pool's products ``xs = x @ S.T`` ``[M, A]``, row norms ``nx`` and labels ``a``."""
+    A = xs.shape[1]
+    keep = a >= 0
     proj = np.take_along_axis(xs, np.maximum(a, 0)[:, None], axis=1)[:, 0].astype(np.float64) / nx  # <h, s_a(x)>
     proj, a = proj[keep], a[keep]
-    A = s.shape[0]
     counts = np.bincount(a, minlength=A)
     sums = np.bincount(a, weights=proj, minlength=A)
     empty = np.flatnonzero(counts == 0)
@@ -439,12 +445,16 @@ class TIE:
 
     def fit(self, pool_emb: Any, pool_a: Any = None) -> TIE:
         """Estimate λ on the pool (``[M, D]``; ``pool_a [M]`` needed for ``mode='true'``)."""
-        x = _float(pool_emb, "pool_emb")
-        if x.ndim != 2 or x.shape[1] != self.S_.shape[1]:
-            x = check_embeddings(x, "pool_emb")
-            _check_pair(x, "pool_emb", self.S_, "text_emb_spurious")
-        self.lam_ = estimate_scales(x, self._attr(x, pool_a, "pool_a"), self.S_, empty_group=self.empty_group,
-                                    attribute_values=self.attribute_values)
+        if self.empty_group not in ("error", "zero"):
+            raise ValueError(f"empty_group must be 'error' or 'zero', got {self.empty_group!r}")
+        x, nx = _checked(pool_emb, "pool_emb")
+        _check_pair(x, "pool_emb", self.S_, "text_emb_spurious")
+        xs = x @ self.S_.T.astype(x.dtype, copy=False)                    # [M, A], shared by â and λ
+        if self.mode == "inferred":
+            a = np.argmax(xs, axis=1).astype(np.int64)
+        else:
+            a = self._attr(x, pool_a, "pool_a")
+        self.lam_ = _scales(xs, nx, a, self.empty_group, self.attribute_values)
         return self
 
     def attributes(self, emb: Any, a: Any = None) -> np.ndarray:
