@@ -26,7 +26,7 @@ from iclr25.tie.tie import normalize_rows
 
 
 def _json_path() -> Path:
-    root = os.environ.get("ICLR25_DATA", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    root = os.environ.get("ICLR25_DATA", str(Path(__file__).resolve().parents[4] / "shared" / "data"))
     p = Path(root) / "tie" / "official_prompts_and_outputs.json"
     if not p.is_file():
         pytest.skip(f"mirror file {p} not found (set ICLR25_DATA)")
