@@ -66,7 +66,8 @@ def _update_centers(X, w, C, lab, z, weiszfeld_steps: int = 3) -> np.ndarray:
     C = C.copy()
     for _ in range(weiszfeld_steps):
         d = np.sqrt(np.maximum(((X - C[lab]) ** 2).sum(1), 0.0))
-        coef = w / np.maximum(d, 1e-12 * (1.0 + d.max(initial=0.0)))
+        dmax = d.max(initial=0.0)
+        coef = w / np.maximum(d, 1e-12 * dmax if dmax > 0 else 1.0)  # scale-free guard against d = 0
         W = M.T @ coef
         S = M.T @ (coef[:, None] * X)
         ok = W > 0

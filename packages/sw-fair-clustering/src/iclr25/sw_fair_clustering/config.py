@@ -225,13 +225,13 @@ class ReproduceConfig(CommonOptions):
 class LowerBoundConfig(CommonOptions):
     """The exact-feasibility flip behind the linear-space lower bound, and what a (1 ± eps) summary can decide."""
 
-    window: int = 40
+    window: int = 100
     """Window of the second demo (the first is the spec's W = 4 stream R, B, R, B, B, R, R)."""
     eps: float = 0.1
     """Relaxation of the summary's bounds."""
-    length: int = 400
+    length: int = 600
     """Stream length of the second demo."""
-    coreset_size: int = 8
+    coreset_size: int = 20
     """Bucket cap of the summary in the second demo."""
 
     def __post_init__(self):

@@ -90,25 +90,23 @@ def _expected_kept(s: float, w: np.ndarray, Wc: np.ndarray) -> float:
 
 
 def _solve_group_size(w: np.ndarray, Wc: np.ndarray, target: float) -> float:
-    """Smallest ``s`` with ``E[kept] = sum_p min(1, s w_p / W_g(p)) >= target`` (bisection; ``inf`` when the
-    target is at least the number of points with positive weight)."""
-    n_pos = int((w > 0).sum())
+    """The ``s`` with ``E[kept] = sum_p min(1, s w_p / Wc_p) = target`` (``inf`` when the target is at least the
+    number of points with positive weight). ``E`` is piecewise linear in ``s`` with breakpoints ``Wc_p / w_p``, so
+    the solution is exact: sort the rates ``r_p = w_p / Wc_p``; between the ``(j-1)``-th and ``j``-th largest rate
+    ``E(s) = (j - 1) + s * sum_{i >= j} r_(i)``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where((Wc > 0) & (w > 0), w / Wc, 0.0)
+    r = np.sort(r[r > 0])[::-1]
+    n_pos = r.size
     if target >= n_pos:
         return math.inf
-    lo, hi = 1e-9, 1.0
-    while _expected_kept(hi, w, Wc) < target:
-        hi *= 2.0
-        if hi > 1e12:
-            return math.inf
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if _expected_kept(mid, w, Wc) < target:
-            lo = mid
-        else:
-            hi = mid
-        if hi / lo < 1.0 + 1e-6:
-            break
-    return hi
+    if target <= 0:
+        return 0.0
+    suffix = np.cumsum(r[::-1])[::-1]  # suffix[j] = sum_{i >= j} r_i (0-based)
+    j = np.arange(n_pos)
+    e_at = j + 1 + np.r_[suffix[1:], 0.0] / r  # E at s = 1 / r_j: points 0..j saturated
+    first = int(np.searchsorted(e_at, target))  # first breakpoint whose E reaches the target
+    return float((target - first) / suffix[first])
 
 
 def _inclusion(w: np.ndarray, Wc: np.ndarray, s: float) -> np.ndarray:

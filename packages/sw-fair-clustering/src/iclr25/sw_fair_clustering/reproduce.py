@@ -283,13 +283,23 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
     cwe_u = [r["arms"]["uniform"]["color_error"] for r in rows]
     cwe_max = float(np.max(cwe))
     small_rows = [r for key in small_keys for rows_ in pooled[key].values() for r in rows_]
-    sw_inf = [r["arms"]["sw"]["fit_status"] == "infeasible" for r in small_rows]
-    un_inf_q = [r["arms"]["uniform"]["fit_status"] == "infeasible" for r in small_rows]
-    draws = [r["uniform_infeasible_draws"] for r in small_rows if "uniform_infeasible_draws" in r]
-    un_inf_total = sum(un_inf_q) + sum(d[0] for d in draws)
-    un_n_total = len(un_inf_q) + sum(d[1] for d in draws)
-    sw_share = float(np.mean(sw_inf))
-    un_share = un_inf_total / max(un_n_total, 1)
+    inf_sw: dict[int, list] = {}
+    inf_un: dict[int, list] = {}
+    for key in small_keys:
+        for seed, rows_ in pooled[key].items():
+            for r in rows_:
+                inf_sw.setdefault(seed, []).append(float(r["arms"]["sw"]["fit_status"] == "infeasible"))
+                d = r.get("uniform_infeasible_draws", [0, 0])
+                inf_un.setdefault(seed, []).extend(
+                    [float(r["arms"]["uniform"]["fit_status"] == "infeasible")] + [1.0] * d[0] + [0.0] * (d[1] - d[0]))
+    sw_inf_seed = {s_: float(np.mean(v)) for s_, v in inf_sw.items()}
+    un_inf_seed = {s_: float(np.mean(v)) for s_, v in inf_un.items()}
+    sw_n = sum(len(v) for v in inf_sw.values())
+    sw_k = int(sum(sum(v) for v in inf_sw.values()))
+    un_inf_total = int(sum(sum(v) for v in inf_un.values()))
+    un_n_total = sum(len(v) for v in inf_un.values())
+    sw_share = mean_sd(sw_inf_seed.values())[0]
+    un_share = mean_sd(un_inf_seed.values())[0]
     d_sw = pooled_seed(drift_pooled, "sw", "ratio")
     d_ins = pooled_seed(drift_pooled, "insertion", "ratio")
     d_un = pooled_seed(drift_pooled, "uniform", "ratio")
@@ -329,10 +339,11 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
               "share of exactly-fair summary LPs that are infeasible (smallest size)", sw_share,
               baseline=un_share, margin=0.01, higher_is_better=False,
               paper="prototype: uniform samples of ~160 points made the LP infeasible",
-              note=f"SW {sum(sw_inf)}/{len(sw_inf)} queries infeasible; uniform {un_inf_total}/{un_n_total} "
-                   f"(the query samples plus {st['uniform_feasibility_draws']} extra draws per query); "
-                   f"summary {np.mean([r['arms']['sw']['size'] for r in small_rows]):.0f} points; holds only if "
-                   "SW is lower by >= 1 percentage point (a tie at zero shows nothing)"),
+              note=_margin_note(sw_inf_seed, un_inf_seed, "SW", "uniform", "{:.3f}")
+              + f"; SW {sw_k}/{sw_n} queries infeasible; uniform {un_inf_total}/{un_n_total} "
+                f"(the query samples plus {st['uniform_feasibility_draws']} extra draws per query); "
+                f"summary {np.mean([r['arms']['sw']['size'] for r in small_rows]):.0f} points; holds only if "
+                "SW is lower by >= 1 percentage point (a tie at zero shows nothing)"),
     ]
     details = {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in st.items()},

@@ -87,9 +87,11 @@ class SlidingWindowCoreset:
 
     def __init__(self, window: int, k: int, z: int = 1, eps: float = 0.1, *, n_colors: int = 2,
                  coreset_size: int | None = 200, block_size: int | None = None, horizon: float | None = None,
-                 seed: int = 0, gamma: float = 4.0, phi: float = 1.0, suffix_share: float = 1.0,
-                 max_level: int | None = None):
+                 seed: int = 0, gamma: float = 4.0, phi: float = 1.0, suffix_share: float = 0.5,
+                 max_level: int | None = None, color_counts: bool = True):
         self.suffix_share = float(suffix_share)
+        if not 0.0 <= self.suffix_share <= 1.0:
+            raise ValueError(f"suffix_share must be in [0, 1], got {suffix_share}")
         self.window = check_positive_int(window, "window (W)")
         self.k = check_positive_int(k, "k")
         self.z = check_z(z)
@@ -123,6 +125,15 @@ class SlidingWindowCoreset:
         self._pruned_now = -math.inf
         self.n_merges = 0
         self.n_builds = 0
+        # colour counts per chunk of g arrivals (ring buffer) for the colour calibration of queries [design]
+        self.color_counts = bool(color_counts) and self.coreset_size is not None
+        self.chunk = max(1, int(self.eps * self.window / (10 * self.n_colors)))
+        self._cc_slots = -(-self.window // self.chunk) + 2
+        self._cc = np.zeros((self._cc_slots, self.n_colors))
+        self._cc_id = np.full(self._cc_slots, -1, np.int64)
+        self._cc_t0 = np.zeros(self._cc_slots)
+        self._cc_t1 = np.zeros(self._cc_slots)
+        self.max_level = max_level
 
     # ------------------------------------------------------------------ insertion
     def insert(self, x, color: int, timestamp: float | None = None) -> None:
@@ -167,6 +178,8 @@ class SlidingWindowCoreset:
         if self.dim is None:
             self.dim = X.shape[1]
             self._blk_x = np.zeros((self.block_size, self.dim))
+        if self.color_counts:
+            self._count_colors(c, ts)
         i = 0
         B = self.block_size
         while i < n:
@@ -181,6 +194,50 @@ class SlidingWindowCoreset:
             self._last_ts = float(ts[i - 1])
             if self._fill == B:
                 self._close_block()
+
+    def _count_colors(self, c: np.ndarray, ts: np.ndarray) -> None:
+        """Add a batch to the per-chunk colour counts (vectorised)."""
+        cid = (np.arange(self.t, self.t + c.size, dtype=np.int64)) // self.chunk
+        keep = cid > cid[-1] - self._cc_slots  # older chunks of a long batch would be overwritten anyway
+        cid, c, ts = cid[keep], c[keep], ts[keep]
+        slot = cid % self._cc_slots
+        ucid, first = np.unique(cid, return_index=True)
+        us = ucid % self._cc_slots
+        fresh = self._cc_id[us] != ucid
+        self._cc[us[fresh]] = 0.0
+        self._cc_id[us[fresh]] = ucid[fresh]
+        self._cc_t0[us[fresh]] = ts[first[fresh]]
+        np.add.at(self._cc, (slot, c), 1.0)
+        last = np.r_[first[1:] - 1, c.size - 1]
+        self._cc_t1[us] = ts[last]
+
+    def window_color_counts(self, now: float | None = None) -> np.ndarray | None:
+        """Per-colour counts of the window from the chunk counters: exact for whole chunks, the chunk that
+        straddles the boundary split in proportion of its positions (error at most ``chunk`` points, i.e.
+        ``eps W / (10 l)``). ``None`` if the counters are off or no longer cover the window (a time window that
+        received more than ``window`` points)."""
+        if not self.color_counts or self.t == 0:
+            return None
+        now_v = float(self.t) if self.horizon is None else (self._last_ts if now is None else float(now))
+        bound = self._bound(now_v)
+        live = self._cc_id >= 0
+        ids = self._cc_id[live]
+        cnt = self._cc[live]
+        if self.horizon is None:
+            lo = ids * self.chunk + 1.0
+            hi = np.minimum((ids + 1) * self.chunk, self.t).astype(np.float64)
+            frac = np.clip((hi - bound) / (hi - lo + 1.0), 0.0, 1.0)
+            oldest_lo = lo.min()
+            covered = oldest_lo <= bound + 1
+        else:
+            t0, t1 = self._cc_t0[live], self._cc_t1[live]
+            span = t1 - t0
+            frac = np.where(t1 <= bound, 0.0, np.where(t0 > bound, 1.0,
+                            np.clip((t1 - bound) / np.where(span > 0, span, 1.0), 0.0, 1.0)))
+            covered = t0.min() <= bound or self._cc_id.max() < self._cc_slots - 1
+        if not covered:
+            return None
+        return (frac[:, None] * cnt).sum(0)
 
     def _pos(self, b_index: np.ndarray, b_ts: np.ndarray) -> np.ndarray:
         return b_index.astype(np.float64) if self.horizon is None else b_ts
@@ -326,6 +383,20 @@ class SlidingWindowCoreset:
         for b in self.buckets:
             X, w, c, ts, _ = self._bucket_window(b, bound)
             parts.append(WeightedSet(X, w, c, ts, self.n_colors))
+        counts = self.window_color_counts(now_v)
+        if counts is not None and parts:
+            # colour calibration: the buckets' weight of each colour is rescaled to the window's colour count
+            # (minus the exact raw points of the partial block)
+            raw = np.zeros(self.n_colors)
+            if self._fill:
+                bidx = np.arange(self.t - self._fill + 1, self.t + 1, dtype=np.int64)
+                m = self._pos(bidx, self._blk_ts[: self._fill]) > bound
+                raw = np.bincount(self._blk_c[: self._fill][m], minlength=self.n_colors)[: self.n_colors]
+            B = WeightedSet.concat(parts, n_colors=self.n_colors, dim=self.dim)
+            have = B.color_weights()
+            want = np.maximum(counts - raw, 0.0)
+            fac = np.where(have > 0, want / np.where(have > 0, have, 1.0), 1.0)
+            parts = [WeightedSet(B.points, B.weights * fac[B.colors], B.colors, B.timestamps, self.n_colors)]
         if self._fill:
             bidx = np.arange(self.t - self._fill + 1, self.t + 1, dtype=np.int64)
             m = self._pos(bidx, self._blk_ts[: self._fill]) > bound
@@ -343,7 +414,9 @@ class SlidingWindowCoreset:
                 "buckets": len(self.buckets), "levels": [b.level for b in self.buckets],
                 "max_buckets": 2 * (self.top_level + 1), "top_level": self.top_level, "inserted": self.t,
                 "block_size": self.block_size, "coreset_size": self.coreset_size, "window": self.window,
-                "merges": self.n_merges, "builds": self.n_builds}
+                "merges": self.n_merges, "builds": self.n_builds,
+                "color_count_chunks": int((self._cc_id >= 0).sum()) if self.color_counts else 0,
+                "chunk": self.chunk if self.color_counts else None}
 
     @property
     def stored_points(self) -> int:
@@ -353,7 +426,8 @@ class SlidingWindowCoreset:
     def config(self) -> dict:
         return {"window": self.window, "k": self.k, "z": self.z, "eps": self.eps, "n_colors": self.n_colors,
                 "coreset_size": self.coreset_size, "block_size": self.block_size, "horizon": self.horizon,
-                "seed": self.seed, "gamma": self.gamma, "phi": self.phi}
+                "seed": self.seed, "gamma": self.gamma, "phi": self.phi,
+                "suffix_share": self.suffix_share, "max_level": self.max_level, "color_counts": self.color_counts}
 
     def save(self, path: str | Path) -> Path:
         """Write the full state (configuration, buckets with their bookkeeping, partial block, counters, RNG
@@ -377,6 +451,7 @@ class SlidingWindowCoreset:
         arrays["block_x"] = self._blk_x[: self._fill] if self._blk_x is not None else np.zeros((0, d))
         arrays["block_c"] = self._blk_c[: self._fill]
         arrays["block_ts"] = self._blk_ts[: self._fill]
+        arrays["cc"], arrays["cc_id"], arrays["cc_t0"], arrays["cc_t1"] = self._cc, self._cc_id, self._cc_t0, self._cc_t1
         tmp = p.with_name(p.name + ".tmp.npz")
         np.savez_compressed(tmp, **arrays)
         tmp.replace(p)
@@ -405,6 +480,8 @@ class SlidingWindowCoreset:
         sw._last_ts = -math.inf if state["last_ts"] is None else state["last_ts"]
         sw._pruned_now = -math.inf if state["pruned_now"] is None else state["pruned_now"]
         sw.n_merges, sw.n_builds = state["merges"], state["builds"]
+        sw._cc, sw._cc_id = a["cc"].astype(np.float64), a["cc_id"].astype(np.int64)
+        sw._cc_t0, sw._cc_t1 = a["cc_t0"].astype(np.float64), a["cc_t1"].astype(np.float64)
         sw.rng.bit_generator.state = state["rng"]
         off = goff = 0
         ints = {"colors", "index", "gid", "gfac", "gcol"}
