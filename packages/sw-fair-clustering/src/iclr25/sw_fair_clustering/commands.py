@@ -6,7 +6,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ._version import __version__
-from .config import CompareConfig, LowerBoundConfig, ReproduceConfig, StreamConfig
+from .config import CompareConfig, LowerBoundConfig, StreamConfig
 
 log = logging.getLogger("iclr25.sw_fair_clustering")
 
@@ -44,10 +43,9 @@ def _write_json(path: Path, obj) -> None:
 
 
 def _append_jsonl(path: Path, rec: dict) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(_jsonable(rec), allow_nan=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    from iclr25.core.jsonl import append_jsonl
+
+    append_jsonl(path, [_jsonable(rec)])
 
 
 def _cfg_dict(cfg) -> dict:
@@ -230,16 +228,10 @@ def run_stream(cfg: StreamConfig) -> int:
                              "resume with the same options")
         sw = SlidingWindowCoreset.load(summ_p)
         next_q, qi = prog["next_query"], prog["queries"]
-        if q_p.is_file():  # drop records written after the checkpoint (torn tail or a crash in between)
-            keep = []
-            for line in q_p.read_text(encoding="utf-8").splitlines():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    break
-                if r["t"] <= sw.t:
-                    keep.append(line)
-            q_p.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
+        if q_p.is_file():  # drop records written after the checkpoint (a torn tail or a crash in between)
+            from iclr25.core.jsonl import read_jsonl, write_jsonl
+
+            write_jsonl(q_p, [r for r in read_jsonl(q_p, required=("t",), torn_tail="drop") if r["t"] <= sw.t])
         log.info("resuming at stream offset %d (query %d)", sw.t, qi)
     else:
         if summ_p.exists() or q_p.exists():
@@ -249,9 +241,12 @@ def run_stream(cfg: StreamConfig) -> int:
                                   coreset_size=cfg.coreset_size, block_size=cfg.block_size, horizon=cfg.horizon,
                                   seed=cfg.seed)
         next_q, qi = cfg.window, 0
-    _write_json(out / "config.json", {"command": "stream", "version": __version__, "config": _cfg_dict(cfg),
-                                      "colors": names, "standardization": src.stats, "n_points": src.n,
-                                      "query_every": qe, "block_size": sw.block_size})
+    from iclr25.core.runinfo import write_run_files
+
+    run_cfg = {"command": "stream", "version": __version__, "config": _cfg_dict(cfg), "colors": names,
+               "standardization": src.stats, "n_points": src.n, "query_every": qe, "block_size": sw.block_size,
+               "summary": sw.config()}
+    write_run_files(out, config=run_cfg)
     _write_json(out / "colors.json", {str(i): v for i, v in enumerate(names)})
     ring = _Ring(cfg.window) if cfg.evaluate else None
     if ring is not None and sw.t:
@@ -259,9 +254,12 @@ def run_stream(cfg: StreamConfig) -> int:
             ring.add(X, c)
             if ring.n >= min(cfg.window, sw.t):
                 break
+    from iclr25.core.progress import progress
+
     statuses: dict[str, int] = {}
     t0 = time.perf_counter()
     inserted0 = sw.t
+    bar = progress(total=src.n, desc="stream", unit="pt", initial=sw.t, quiet=cfg.quiet)
 
     def checkpoint():
         sw.save(summ_p)
@@ -274,6 +272,7 @@ def run_stream(cfg: StreamConfig) -> int:
             sw.insert_many(X[i:i + take], c[i:i + take], None if ts is None else ts[i:i + take])
             if ring is not None:
                 ring.add(X[i:i + take], c[i:i + take])
+            bar.update(take)
             i += take
             if sw.t == next_q:
                 rec = _query_record(sw, cfg, names, qi, ring)
@@ -294,9 +293,12 @@ def run_stream(cfg: StreamConfig) -> int:
                 next_q += qe
                 checkpoint()
     checkpoint()
+    bar.close()
     secs = time.perf_counter() - t0
     rate = (sw.t - inserted0) / secs if secs > 0 else math.inf
     st = sw.stats()
+    write_run_files(out, config=run_cfg, results={"points": sw.t, "queries": qi, "statuses": statuses,
+                                                  "summary": st, "seconds": secs}, started=t0)
     print(f"stream: {sw.t} points ({rate:.0f} points/s), {qi} queries {statuses or '{}'}; stored "
           f"{st['stored_points']} points ({100 * st['stored_points'] / cfg.window:.1f}% of W = {cfg.window}); "
           f"wrote {q_p}")
@@ -346,8 +348,13 @@ def run_compare(cfg: CompareConfig) -> int:
                         "mean_coreset_error": float(np.mean(ce)) if ce else None,
                         "mean_points": float(np.mean([r["arms"][arm]["size"] for r in rows]))}
     sol = status.table()
+    from iclr25.core.runinfo import write_run_files
+
     _write_json(out / "compare.json", {"config": _cfg_dict(cfg), "colors": src.names, "summary": summary,
                                        "solver_status": sol, "queries": rows})
+    write_run_files(out, config={"command": "compare", "version": __version__, "config": _cfg_dict(cfg),
+                                 "colors": src.names, "standardization": src.stats},
+                    results={"summary": summary, "solver_status": sol})
     with open(out / "queries.jsonl", "w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(_jsonable(r), allow_nan=False) + "\n")
@@ -370,28 +377,6 @@ def _materialise(src: _Source):
         tss.append(ts)
     ts = None if any(t is None for t in tss) else np.concatenate(tss)
     return StreamData(np.concatenate(Xs), np.concatenate(cs), src.names, ts, str(src.cfg.data))
-
-
-# ----------------------------------------------------------------------------------------------- reproduce
-
-
-def run_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    seeds = tuple(cfg.seeds) or None
-
-    def fn(quick, out_dir):
-        return reproduce(quick, out_dir, seeds=seeds)
-
-    report = run_reproduction(SLUG, fn, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(report.claims))
-    held = sum(c.holds for c in report.claims)
-    print(f"{SLUG}: {held}/{len(report.claims)} claims hold in {report.seconds:.1f} s; wrote "
-          f"{Path(cfg.out) / 'results.json'}")
-    return 0
 
 
 # ----------------------------------------------------------------------------------------------- lower bound

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["CommonOptions", "DataOptions", "MethodOptions", "StreamConfig", "CompareConfig", "ReproduceConfig",
-           "LowerBoundConfig"]
+from iclr25.core.config import CommonOptions, SeedOption
+
+__all__ = ["DataOptions", "MethodOptions", "StreamConfig", "CompareConfig", "LowerBoundConfig"]
 
 
 def _finite(name: str, v: float) -> None:
@@ -21,27 +22,7 @@ def _finite(name: str, v: float) -> None:
         raise ValueError(f"{name} must be a finite number, got {v!r}")
 
 
-@dataclass
-class CommonOptions:
-    """Shared flags (same names as iclr25.core's CommonOptions)."""
-
-    out: Path | None = None
-    """Output folder (default runs/sw-fair-clustering/<command>)."""
-    threads: int | None = None
-    """BLAS/OpenMP threads (set before numpy is imported; 1 avoids oversubscription on shared machines)."""
-    quiet: bool = False
-    """Less logging, no progress bars."""
-    seed: int = 0
-    """Seed of the sampling randomness and of the k-median seeding."""
-
-    def _check_common(self) -> None:
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
-
-
-@dataclass
+@dataclass(kw_only=True)
 class DataOptions:
     """Where the stream comes from: one of the paper's data sets or the user's own file."""
 
@@ -79,7 +60,7 @@ class DataOptions:
             raise ValueError(f"delimiter must be one character, got {self.delimiter!r}")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MethodOptions:
     """The sliding-window coreset and the fair solver."""
 
@@ -162,8 +143,8 @@ class MethodOptions:
                 raise ValueError(f"time_limit must be > 0, got {self.time_limit}")
 
 
-@dataclass
-class StreamConfig(MethodOptions, DataOptions, CommonOptions):
+@dataclass(kw_only=True)
+class StreamConfig(MethodOptions, DataOptions, SeedOption, CommonOptions):
     """Stream one data set or file through the sliding-window coreset; solve fair k-median/k-means on the summary
     every --query-every arrivals; write one JSON line per query (queries.jsonl), checkpoints for --resume."""
 
@@ -175,15 +156,14 @@ class StreamConfig(MethodOptions, DataOptions, CommonOptions):
     """CSV rows read per chunk (large files are never held in memory twice)."""
 
     def __post_init__(self):
-        self._check_common()
         self._check_data()
         self._check_method()
         if self.chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {self.chunk_rows}")
 
 
-@dataclass
-class CompareConfig(MethodOptions, DataOptions, CommonOptions):
+@dataclass(kw_only=True)
+class CompareConfig(MethodOptions, DataOptions, SeedOption, CommonOptions):
     """Offline / SW-coreset / uniform / insertion-only on the same windows, bounds, centre sets and seed."""
 
     n_queries: int = 5
@@ -196,7 +176,6 @@ class CompareConfig(MethodOptions, DataOptions, CommonOptions):
     """Include the insertion-only online coreset (ignores expiry)."""
 
     def __post_init__(self):
-        self._check_common()
         self._check_data()
         self._check_method()
         if self.n_queries < 1 or self.n_center_sets < 0 or self.start < 0:
@@ -206,23 +185,8 @@ class CompareConfig(MethodOptions, DataOptions, CommonOptions):
                              "--lower/--upper and --horizon are for stream")
 
 
-@dataclass
-class ReproduceConfig(CommonOptions):
-    """Reproduce the paper's claims at CPU scale; writes results.{json,md}, details.json, queries.jsonl."""
-
-    quick: bool = False
-    """CPU-scale quick run: Adult-sex, W = 2000, 5 queries, k = 5, one size, 2 seeds (< 3 min on 2 cores)."""
-    seeds: tuple[int, ...] = ()
-    """Seeds of the sampling randomness (default 0 1 quick, 0 1 2 full; at least 2)."""
-
-    def __post_init__(self):
-        self._check_common()
-        if self.seeds and len(self.seeds) < 2:
-            raise ValueError("--seeds needs at least 2 seeds (margin claims report mean ± sd)")
-
-
-@dataclass
-class LowerBoundConfig(CommonOptions):
+@dataclass(kw_only=True)
+class LowerBoundConfig(SeedOption, CommonOptions):
     """The exact-feasibility flip behind the linear-space lower bound, and what a (1 ± eps) summary can decide."""
 
     window: int = 100
@@ -235,7 +199,6 @@ class LowerBoundConfig(CommonOptions):
     """Bucket cap of the summary in the second demo."""
 
     def __post_init__(self):
-        self._check_common()
         _finite("eps", self.eps)
         if not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps}")
