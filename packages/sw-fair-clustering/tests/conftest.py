@@ -5,7 +5,6 @@ import pytest
 
 def _need(path: str) -> None:
     from iclr25.core.data import DataNotFoundError
-
     from iclr25.sw_fair_clustering.data import DATA
 
     try:

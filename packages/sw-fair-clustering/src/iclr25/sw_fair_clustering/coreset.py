@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_colors, as_points, as_weights, check_eps, check_finite_float, check_k, check_positive_int, check_z
+from ._validate import (
+    as_colors,
+    as_points,
+    as_weights,
+    check_eps,
+    check_finite_float,
+    check_k,
+    check_positive_int,
+    check_z,
+)
 from .clustering import kclustering
 from .lp import dist_z
 from .meyerson import MeyersonSketch

@@ -185,7 +185,10 @@ def _convert_rows(rows: list[list[str]], lines: list[int], lay: _CsvLayout, path
         raise ValueError(f"{path}:{lines[i]}: expected {lay.n_fields} fields, got {int(counts[i])} "
                          f"(delimiter {lay.delimiter!r})")
     arr = np.array(rows, dtype=object) if rows else np.zeros((0, lay.n_fields), dtype=object)
-    fname = (lambda j: repr(lay.header[j]) if lay.header else str(j))
+
+    def fname(j: int) -> str:
+        return repr(lay.header[j]) if lay.header else str(j)
+
     try:
         X = arr[:, lay.feat].astype(np.float64)
     except (ValueError, TypeError):

@@ -77,7 +77,9 @@ class ArmResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        fin = (lambda v: None if v is None or not math.isfinite(v) else float(v))
+        def fin(v):
+            return None if v is None or not math.isfinite(v) else float(v)
+
         ce = [fin(v) for v in self.coreset_error]
         return {"arm": self.name, "size": self.size, "stored": self.stored, "fit_status": self.fit_status,
                 "fit_cost": fin(self.fit_cost), "fit_message": self.fit_message,

@@ -33,8 +33,8 @@ from iclr25.core.results import Claim
 
 from .coreset import online_coreset, uniform_sample
 from .data import StreamData, load_dataset
-from .fairness import FairnessSpec, color_weight_error
 from .evaluation import StatusCounter, evaluate_query, mean_sd, window_center_costs
+from .fairness import FairnessSpec, color_weight_error
 from .lp import fair_assignment_lp
 from .sliding_window import SlidingWindowCoreset
 from .weighted_set import WeightedSet
