@@ -288,3 +288,18 @@ def test_mirrored_loaders(adult_sex, bank_married):
         pytest.skip("diabetes mirror missing")
     d = load_dataset("diabetes", "gender")
     assert len(d) == 99492 and "Unknown/Invalid" not in d.color_names
+
+
+def test_census_from_a_local_file_through_the_core_resolver(tmp_path, monkeypatch):
+    from iclr25.sw_fair_clustering.data import load_dataset
+
+    d = tmp_path / "sw-fair-clustering"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    rows = ["caseid,dAge,iSex,dIncome1,iClass"] + [f"{10000 + i},{rng.integers(0, 8)},{rng.integers(0, 2)},"
+                                                   f"{rng.integers(0, 5)},{rng.integers(0, 9)}" for i in range(300)]
+    (d / "USCensus1990.data.txt").write_text("\n".join(rows) + "\n")
+    monkeypatch.setenv("ICLR25_DATA", str(tmp_path))
+    sd = load_dataset("census", "sex")
+    assert sd.X.shape == (300, 3) and sd.n_colors == 2  # caseid and the colour column are not features
+    assert load_dataset("census", "age", max_rows=100).X.shape == (100, 3)

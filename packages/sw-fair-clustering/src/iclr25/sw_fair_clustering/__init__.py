@@ -51,6 +51,9 @@ _EXPORTS = {
     "load_npz": "data",
     "from_iterator": "data",
     "drift_stream": "data",
+    "offline_solution": "baselines",
+    "uniform_baseline": "baselines",
+    "insertion_only_summary": "baselines",
     "evaluate_query": "evaluation",
     "coreset_error": "evaluation",
 }

@@ -31,7 +31,8 @@ import numpy as np
 
 from iclr25.core.results import Claim
 
-from .coreset import online_coreset, uniform_sample
+from .baselines import insertion_only_summary, uniform_baseline
+from .coreset import uniform_sample
 from .data import StreamData, load_dataset
 from .evaluation import StatusCounter, evaluate_query, mean_sd, window_center_costs
 from .fairness import FairnessSpec, color_weight_error
@@ -106,11 +107,11 @@ def run_config(sd: StreamData, W: int, k: int, sizes, seeds, *, n_queries: int, 
                 cc, sw.color_counts = sw.color_counts, False  # the coreset's own colour weights, for the notes
                 raw_cw = color_weight_error(sw.query().color_weights(), win.color_weights())
                 sw.color_counts = cc
-                summ = {"sw": S, "uniform": uniform_sample(win, len(S), seed=rng)}
+                summ = {"sw": S, "uniform": uniform_baseline(win, len(S), seed=rng)}
                 if insertion:
                     prefix = WeightedSet(sd.X[:t], np.ones(t), sd.colors[:t], np.arange(1, t + 1, dtype=float),
                                          sd.n_colors)
-                    summ["insertion"] = online_coreset(prefix, k, z, eps, size=len(S), seed=rng)[0]
+                    summ["insertion"] = insertion_only_summary(prefix, k, z, eps, size=len(S), seed=rng)
                 off_key = (tag, k, t, seed)
                 q = evaluate_query(t, win, summ, k=k, z=z, eta=eta, seed=seed, centers=C, window_lps=lps,
                                    stored={"sw": sw.stored_points}, offline=cache.get(off_key), status=status,

@@ -80,6 +80,12 @@ class SlidingWindowCoreset:
         horizon: time-based window length (same units as the timestamps given to :meth:`insert_many`).
         seed: int seed of all sampling randomness.
         gamma, phi: Meyerson constants (see :class:`~iclr25.sw_fair_clustering.MeyersonSketch`).
+        suffix_share: share of the every-prefix schedule in the online sampling rate (1 = the pure online
+            coreset of Algorithm 1; the default 0.5 adds a uniform floor inside each bucket [design]).
+        max_level: cap the merge levels below ``ceil(log2(W / B))`` (more, smaller buckets).
+        color_counts: calibrate each query's colour totals to per-chunk colour counters (chunks of
+            ``eps W / (10 l)`` arrivals, ``10 l / eps`` counters whatever ``W``) [design]; off for the identity
+            coreset.
 
     Raises:
         ValueError: ``W < 1``, ``B < 1`` or ``B > W``, ``z`` not in {1, 2}, ``eps`` outside (0, 1), ...
