@@ -84,6 +84,20 @@ class _TokenMixin:
     def tokenize(self, text: str) -> list[str]:
         return text.split() if self.token_unit == "whitespace" else list(self.tokenizer.tokenize(text))
 
+    def _special_template(self) -> tuple[list[int], list[int]]:
+        """The special ids the tokenizer puts before / after one sequence (e.g. [CLS] / [SEP])."""
+        cached = getattr(self, "_template", None)
+        if cached is None:
+            tok = self.tokenizer
+            probe = tok.convert_tokens_to_ids(tok.tokenize("a"))
+            full = list(tok("a", add_special_tokens=True)["input_ids"])
+            n = len(probe)
+            i = next((j for j in range(len(full) - n + 1) if full[j:j + n] == list(probe)), None)
+            if i is None:
+                raise ValueError("could not locate the content ids in the tokenizer's special-token template")
+            cached = self._template = (full[:i], full[i + n:])
+        return cached
+
     def _encode(self, batch: Sequence[Sequence[str]], device) -> dict[str, torch.Tensor]:
         tok = self.tokenizer
         if self.token_unit == "whitespace":
@@ -97,9 +111,10 @@ class _TokenMixin:
             out = {"input_ids": ids, "attention_mask": am}
         else:
             rows = []
+            pre, post = self._special_template()
             for t in batch:
                 ids = tok.convert_tokens_to_ids(list(t))
-                full = tok.build_inputs_with_special_tokens(ids)
+                full = pre + list(ids) + post
                 if len(full) > self.max_length:
                     self.truncated += 1
                     log.warning("a text of %d model tokens was truncated to max_length=%d", len(full), self.max_length)
