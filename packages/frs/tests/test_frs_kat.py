@@ -20,7 +20,6 @@ from iclr25.frs import (
 )
 from iclr25.frs.bounds import clopper_pearson_upper, min_votes_one_dissent, min_votes_unanimous
 
-
 # ---- Damerau–Levenshtein ------------------------------------------------------------------
 
 @pytest.mark.parametrize("a,b,full,osa", [

@@ -186,7 +186,9 @@ def test_identical_votes_and_ties_to_lower_class():
 
 def test_certify_abstains_and_radius():
     stub = CallableClassifier(_flip_stub, 2)
-    with pytest.warns(NoCertificatePossibleWarning := __import__("iclr25.frs", fromlist=["x"]).NoCertificatePossibleWarning):
+    from iclr25.frs import NoCertificatePossibleWarning
+
+    with pytest.warns(NoCertificatePossibleWarning):
         few = FRSClassifier(stub, randomization="targeted", n_random=2, iterations=8)
     assert few.warnings and "EVERY text abstains" in few.warnings[0]
     texts = [["w1", "cf", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9"]]

@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from .certification import certify, summarize_certificates
-from .metrics import attack_success_rate, clean_accuracy, poisoned_accuracy, segment_contains, trigger_hit_rate
+from .metrics import (
+    attack_success_rate,
+    clean_accuracy,
+    poisoned_accuracy,
+    segment_contains,
+    trigger_hit_rate,
+)
 
 __all__ = ["evaluate_arm", "text_records"]
 

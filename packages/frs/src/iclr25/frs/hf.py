@@ -152,7 +152,6 @@ def load_hf_sequence_classifier(name_or_path: str, *, num_labels: int | None = N
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     from iclr25.core.lm.loading import ModelNotFoundError, hub_offline, resolve_dtype
-
     from iclr25.core.seed import choose_device
 
     if not name_or_path or not str(name_or_path).strip():

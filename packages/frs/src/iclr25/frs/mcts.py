@@ -260,11 +260,9 @@ class MCTSFuzzer:
             parent_n = max(tree.nodes[i].visits, 1)
             scale = maxr if maxr > 0 else 1.0
 
-            def ucb(j: int) -> float:
-                n = tree.nodes[j]
-                return n.mean / scale + self.c * math.sqrt(math.log(parent_n) / n.visits)
-
-            i = max(ch, key=ucb)
+            scores = [tree.nodes[j].mean / scale + self.c * math.sqrt(math.log(parent_n) / tree.nodes[j].visits)
+                      for j in ch]
+            i = ch[int(np.argmax(scores))]
             path.append(i)
         return path
 

@@ -92,7 +92,7 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str) -> list[Claim]:
     from .data import load_dataset, poison_dataset, tokenize, triggered_set
     from .evaluate import evaluate_arm
     from .mcts import OPERATORS, MCTSFuzzer, kl_divergence
-    from .metrics import clean_accuracy, random_segment_hit_rate, trigger_hit_rate
+    from .metrics import random_segment_hit_rate, trigger_hit_rate
     from .models import TinyClassifier, Vocab
     from .smoothing import make_arm
 
@@ -269,7 +269,7 @@ def _arms_table(agg: dict, seeds, p) -> str:
     rows = ["| arm | CA (%) | PA (%) | ASR (%) | hit rate | abstain clean / trig. (%) | mean cert. radius trig. "
             "(tokens) | empirical radius |", "|---|---|---|---|---|---|---|---|"]
     for arm in ARM_ORDER:
-        def f(k, d=1):
+        def f(k, d=1, arm=arm):
             m, s = _g(agg, arm, k), _g(agg, arm, k, "sd")
             return "—" if not np.isfinite(m) else _fmt(m, s, d)
         rows.append(f"| {arm} | {f('CA')} | {f('PA')} | {f('ASR')} | {f('hit_rate', 2)} | "
@@ -342,7 +342,7 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns) -> list[Cl
         paper="Table 2: FRS radius larger",
         note=f"{note}. Binary search over the number m of random-token substitutions; m passes if >= 95% of "
              f"{p['empirical_samples']} draws stay correct; {p['n_empirical']} clean texts the undefended model gets right."))
-    (mf, sf), (mu, su) = ms("frs", "mean_radius_triggered"), ms("uniform", "mean_radius_triggered")
+    (mf, _), (mu, _) = ms("frs", "mean_radius_triggered"), ms("uniform", "mean_radius_triggered")
     note, marg = gap_note("frs", "uniform", "mean_radius_triggered", 4, lower=False)
     ratio = mf / mu if mu > 0 else float("inf")
     claims.append(Claim(

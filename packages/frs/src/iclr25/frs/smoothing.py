@@ -19,7 +19,6 @@ ablation) and ``bmps-only`` (BMPS copies, no text randomisation).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
