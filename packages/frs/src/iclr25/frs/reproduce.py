@@ -49,7 +49,7 @@ QUICK = dict(
 )
 #: full CPU preset (spec settings): 6,000 phrases, 3 epochs, d = 64, 872 + 428 texts, K = 8, I = 32, 3 seeds
 FULL = dict(QUICK, n_attack=6000, d_model=64, d_ff=128, n_clean=872, n_triggered=428, k=8, iterations=32,
-            n_empirical=100, seeds=(0, 1, 2))
+            n_empirical=50, seeds=(0, 1, 2))
 
 
 def _mean_sd(xs) -> tuple[float, float]:
