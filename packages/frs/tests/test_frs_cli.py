@@ -98,3 +98,20 @@ def test_bad_tsv_line_reported(tmp_path, run):
     p.write_text("sentence\tlabel\na good one\t1\nbroken line\n")
     code, _, err = run("attack", "--data", p, "--out", tmp_path / "a", check=False)
     assert code == 2 and "b.tsv:3: expected exactly one tab" in err
+
+
+def test_certify_shards_merge(tmp_path, tiny_tsv, run, monkeypatch):
+    """Two launcher ranks (as accelerate launch / torchrun set RANK, WORLD_SIZE) each certify a shard;
+    rank 0 merges them. Run one after the other in-process: rank 1 first, then rank 0."""
+    a = tmp_path / "a"
+    run("attack", "--data", tiny_tsv, "--n-train", 80, "--d-model", 16, "--d-ff", 32, "--epochs", 1, "--out", a, "--quiet")
+    args = ["certify", "--model", a / "model", "--data", tiny_tsv, "--k", 4, "--iterations", 4, "--n", 9, "--chunk", 2,
+            "--out", tmp_path / "c", "--quiet"]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        run(*args)
+    out = tmp_path / "c"
+    assert len((out / "certificates.shard1.jsonl").read_text().splitlines()) == 4
+    recs = [json.loads(x) for x in (out / "certificates.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in recs] == list(range(9)) and not list(out.glob("*.done"))

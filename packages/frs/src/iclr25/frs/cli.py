@@ -217,16 +217,26 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     return 0
 
 
-def _shard() -> tuple[int, int, object | None]:
-    """(index, count, state) from accelerate when launched with several processes, else (0, 1, None)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return 0, 1, None
-    try:
-        from accelerate import PartialState
-    except ImportError:
-        raise ImportError("several processes (WORLD_SIZE > 1) need accelerate: pip install 'iclr25-frs[hf]'") from None
-    st = PartialState()
-    return st.process_index, st.num_processes, st
+def _shard() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from the launcher's environment (``accelerate launch``,
+    ``torchrun``, SLURM-style ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``); (0, 1, 0) for one process."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    rank = int(os.environ.get("RANK", "0") or 0)
+    local = int(os.environ.get("LOCAL_RANK", str(rank)) or 0)
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"bad launcher environment: RANK={rank}, WORLD_SIZE={world}")
+    return rank, world, local
+
+
+def _wait_for_shards(out: Path, world: int, timeout_s: float = 24 * 3600.0) -> None:
+    """Rank 0 waits until every shard wrote its ``.done`` marker (no distributed backend needed)."""
+    import time
+
+    t0 = time.monotonic()
+    while not all((out / f"certificates.shard{i}.done").is_file() for i in range(world)):
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"shards did not finish within {timeout_s:.0f} s")
+        time.sleep(1.0)
 
 
 def merge_shards(out: Path, num: int) -> Path:
@@ -255,8 +265,11 @@ def _certify(cfg: CertifyConfig) -> int:
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    rank, world, state = _shard()
-    model = _load_model(cfg.model, _device(cfg.device) if state is None else str(state.device), token_unit=cfg.token_unit)
+    rank, world, local = _shard()
+    dev = _device(cfg.device)
+    if world > 1 and dev == "cuda":
+        dev = f"cuda:{local}"
+    model = _load_model(cfg.model, dev, token_unit=cfg.token_unit)
     ds, cx, cy, tx, ty, spans = _test_sets(cfg, model, cfg.n, cfg.n if cfg.triggered else 0)
     texts, labels = (tx, ty) if cfg.triggered else (cx, cy)
     clf, cinfo = _copies_and_arm(cfg, model)
@@ -281,11 +294,14 @@ def _certify(cfg: CertifyConfig) -> int:
                 recs.append(r)
             append_jsonl(path, recs)
     warns = sorted({str(w.message) for w in caught if issubclass(w.category, UserWarning)} | set(clf.warnings))
-    if state is not None:
-        state.wait_for_everyone()
-        if not state.is_main_process:
+    if world > 1:
+        (out / f"certificates.shard{rank}.done").write_text("done\n")
+        if rank != 0:
             return 0
+        _wait_for_shards(out, world)
         path = merge_shards(out, world)
+        for i in range(world):
+            (out / f"certificates.shard{i}.done").unlink()
     allr = read_jsonl(path, required=("index",), torn_tail="drop")
     fields = set(Certificate.__dataclass_fields__)
     certs = [Certificate(**{k: v for k, v in r.items() if k in fields}) for r in allr]
