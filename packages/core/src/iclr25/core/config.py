@@ -394,7 +394,9 @@ def reproduce_command(slug: str, reproduce: Callable[..., Any] | str, version: s
         version: the package version recorded in the report.
         config: :class:`ReproduceOptions` or a subclass; fields a subclass adds are passed to
             ``reproduce`` as keyword arguments. ``seeds`` and ``device`` are passed when
-            ``reproduce`` accepts them (a non-default value it cannot take is an error).
+            ``reproduce`` accepts them (a non-default value it cannot take is an error);
+            ``threads`` and ``quiet`` are passed when set and accepted (``--threads`` is applied
+            process-wide by :func:`run_cli` in any case).
         help: the one-line help (default: the config's docstring).
         deprecated: old flag -> new flag, as in :class:`Command`.
 
@@ -407,11 +409,15 @@ def reproduce_command(slug: str, reproduce: Callable[..., Any] | str, version: s
     base = {f.name for f in dataclasses.fields(ReproduceOptions)}
 
     def run(cfg: ReproduceOptions) -> int:
-        from .registry import run_reproduction
+        from .registry import _accepts, run_reproduction
         from .results import claims_table
 
         fn = _load_target(reproduce)
         extra = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in base}
+        for name in ("threads", "quiet"):  # passed on when the reproduction takes them
+            value = getattr(cfg, name)
+            if value not in (None, False) and _accepts(fn, name):
+                extra[name] = value
         rep = run_reproduction(slug, fn, quick=cfg.quick, out_dir=cfg.out, version=version,
                                seeds=cfg.seeds, device=cfg.device, strict=True, **extra)
         print(claims_table(rep.claims))
