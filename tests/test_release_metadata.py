@@ -107,3 +107,102 @@ def test_changelog_has_the_current_version(pkg):
     version = _version_py(pkg)
     assert re.search(rf"^## \[?{re.escape(version)}\]? ", text, re.M), (
         f"{pkg.path.name}/CHANGELOG.md has no `## {version} ...` section")
+
+
+# ---- shared/release.py, which the release workflow runs ----
+
+def _release_module():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("iclr25_repo_release", ROOT / "shared" / "release.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["iclr25_repo_release"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+release = _release_module()
+
+
+def test_parse_tag():
+    assert release.parse_tag("iclr25-ta-dpfl-v0.1.0") == ("ta-dpfl", "0.1.0")
+    assert release.parse_tag("refs/tags/iclr25-core-v1.2.3rc1") == ("core", "1.2.3rc1")
+    for bad in ("iclr25-core-0.1.0", "v0.1.0", "iclr25-core-v0.1", "iclr25--v0.1.0", "iclr25-Core-v0.1.0"):
+        with pytest.raises(release.ReleaseError):
+            release.parse_tag(bad)
+
+
+def _fake_package(tmp_path, version="0.2.0", changelog="## 0.2.0 (2026-05-01)\n\n### Added\n- x\n",
+                  static=None):
+    pkg = tmp_path / "packages" / "demo"
+    (pkg / "src" / "iclr25" / "demo").mkdir(parents=True)
+    (pkg / "src" / "iclr25" / "demo" / "_version.py").write_text(f'__version__ = "{version}"\n')
+    head = f'version = "{static}"' if static else 'dynamic = ["version"]'
+    (pkg / "pyproject.toml").write_text(f'[project]\nname = "iclr25-demo"\n{head}\n')
+    (pkg / "CHANGELOG.md").write_text("# Changelog\n\n" + changelog + "\n## 0.1.0 (2026-01-01)\n- old\n")
+    return release.find("demo", tmp_path)
+
+
+def test_release_check_accepts_a_consistent_package(tmp_path):
+    pkg = _fake_package(tmp_path)
+    release.check(pkg, "0.2.0")
+    assert release.changelog_section(pkg, "0.2.0")[1] == "### Added\n- x"
+
+
+@pytest.mark.parametrize("kwargs, tag_version, match", [
+    ({}, "0.2.1", "_version.py 0.2.0"),
+    ({"static": "0.1.9"}, "0.2.0", r"\[project\].version 0.1.9"),
+    ({"changelog": "## 0.2.0 (Unreleased)\n- x\n"}, "0.2.0", "must be dated"),
+    ({"changelog": "## 0.3.0 (2026-05-01)\n- x\n"}, "0.2.0", "no section"),
+])
+def test_release_check_refuses_mismatches(tmp_path, kwargs, tag_version, match):
+    pkg = _fake_package(tmp_path, **kwargs)
+    with pytest.raises(release.ReleaseError, match=match):
+        release.check(pkg, tag_version)
+
+
+def test_release_check_dist(tmp_path):
+    pkg = _fake_package(tmp_path)
+    d = tmp_path / "dist"
+    d.mkdir()
+    (d / "iclr25_demo-0.2.0-py3-none-any.whl").write_text("")
+    with pytest.raises(release.ReleaseError, match="must hold exactly"):
+        release.check_dist(d, pkg, "0.2.0")
+    (d / "iclr25_demo-0.2.0.tar.gz").write_text("")
+    assert len(release.check_dist(d, pkg, "0.2.0")) == 2
+    with pytest.raises(release.ReleaseError):
+        release.check_dist(d, pkg, "0.2.1")
+
+
+@pytest.mark.parametrize("pkg", PKGS, ids=lambda p: p.slug)
+def test_release_resolves_every_package(pkg):
+    """The tag of each package's current version resolves to that package (the CHANGELOG date is
+    checked at release time only: an unreleased version must say so)."""
+    version = _version_py(pkg)
+    slug, v = release.parse_tag(f"iclr25-{pkg.slug}-v{version}")
+    assert (release.find(slug).path, v) == (pkg.path, version)
+    heading, _ = release.changelog_section(release.find(slug), version)
+    if "unreleased" in heading.lower():
+        with pytest.raises(release.ReleaseError, match="must be dated"):
+            release.check(release.find(slug), version)
+    else:
+        release.check(release.find(slug), version)
+
+
+def test_release_workflow_shape():
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    on = wf[True]  # YAML 1.1 reads the key `on` as True
+    assert on["push"]["tags"] == ["iclr25-*-v*"]
+    assert "package" in on["workflow_dispatch"]["inputs"]
+    jobs = wf["jobs"]
+    steps = lambda job: " ".join(str(s.get("run", "")) + str(s.get("uses", "")) for s in jobs[job]["steps"])  # noqa: E731
+    assert "shared/release.py resolve" in steps("resolve")
+    assert "uv build --package" in steps("build") and "twine check" in steps("build")
+    assert "pytest" in steps("test") and "pytest" in steps("from-pypi")
+    pub = jobs["publish"]
+    assert set(pub["needs"]) >= {"resolve", "test", "build", "from-pypi"}
+    assert pub["environment"]["name"] == "pypi" and pub["permissions"] == {"id-token": "write"}
+    assert "pypa/gh-action-pypi-publish" in steps("publish")
+    assert wf["permissions"] == {"contents": "read"}  # the id token only in the publish job
