@@ -7,6 +7,7 @@ usage:
   python shared/release.py resolve --dry-run ...       # the same, but an undated CHANGELOG is fine
   python shared/release.py check-dist DIR SLUG VERSION # DIR holds exactly that wheel + sdist
   python shared/release.py notes SLUG VERSION          # the CHANGELOG section, for the GitHub release
+  python shared/release.py requirements SLUG [EXTRA..] # its and the core's declared requirements
 
 ``resolve`` prints ``key=value`` lines (slug, distribution, module, version, tag, path, extras) for
 ``$GITHUB_OUTPUT`` and exits 1 with a message when the tag's version differs from the package's
@@ -100,6 +101,36 @@ def check_dist(directory: Path, pkg: Package, version: str) -> list[Path]:
     return files
 
 
+def requirements(pkg: Package, extras: list[str] = ()) -> list[str]:
+    """The third-party requirements ``pkg`` declares (base + ``extras``) plus those of the core
+    (base + the core extras ``pkg`` asks for), without the ``iclr25-*`` distributions themselves:
+    the direct requirements for ``uv pip install --resolution lowest-direct``, which lowers only
+    direct requirements (those of a wheel given on the command line count as transitive)."""
+    def load(p: Package) -> dict:
+        return tomllib.loads((p.path / "pyproject.toml").read_text())["project"]
+
+    meta = load(pkg)
+    reqs = list(meta.get("dependencies", []))
+    for x in extras:
+        if x not in meta.get("optional-dependencies", {}):
+            raise ReleaseError(f"{pkg.slug} has no extra [{x}]")
+        reqs += meta["optional-dependencies"][x]
+    core = load(find("core", pkg.path.parent.parent)) if pkg.slug != "core" else meta
+    out, core_extras = [], set()
+    for r in reqs:
+        m = re.match(r"\s*([A-Za-z0-9._-]+)\s*(?:\[([^\]]*)\])?", r)
+        name = m.group(1).lower().replace("_", "-")
+        if name == "iclr25-core":
+            core_extras |= {x.strip() for x in (m.group(2) or "").split(",") if x.strip()}
+        elif not name.startswith("iclr25-"):
+            out.append(r)
+    if pkg.slug != "core":
+        out += core.get("dependencies", [])
+        for x in sorted(core_extras):
+            out += core.get("optional-dependencies", {}).get(x, [])
+    return sorted(set(out), key=str.lower)
+
+
 def main(argv: list[str]) -> int:
     dry_run = "--dry-run" in argv
     argv = [a for a in argv if a != "--dry-run"]
@@ -113,6 +144,9 @@ def main(argv: list[str]) -> int:
         elif argv[:1] == ["check-dist"] and len(argv) == 4:
             for f in check_dist(Path(argv[1]), find(argv[2]), argv[3]):
                 print(f)
+            return 0
+        elif argv[:1] == ["requirements"] and len(argv) >= 2:
+            print("\n".join(requirements(find(argv[1]), argv[2:])))
             return 0
         elif argv[:1] == ["notes"] and len(argv) == 3:
             heading, body = changelog_section(find(argv[1]), argv[2])

@@ -136,7 +136,10 @@ def _items_from_rows(rows: Iterable[dict[str, Any]], source: str) -> list[Prompt
 
 
 def _load_hf(dataset_id: str, revision: str | None) -> list[PromptItem]:
-    from datasets import load_dataset  # optional dependency
+    try:
+        from datasets import load_dataset  # extra [hub]
+    except ImportError as e:
+        raise ImportError("the full prompt set needs `datasets`: pip install 'iclr25-air-bench[hub]'") from e
 
     ds = load_dataset(dataset_id, "default", split="test", revision=revision)
     return _items_from_rows(ds, f"{dataset_id}@{revision}")
