@@ -206,3 +206,21 @@ def test_release_workflow_shape():
     assert pub["environment"]["name"] == "pypi" and pub["permissions"] == {"id-token": "write"}
     assert "pypa/gh-action-pypi-publish" in steps("publish")
     assert wf["permissions"] == {"contents": "read"}  # the id token only in the publish job
+
+
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|Users)/[\w.-]+|[A-Za-z]:\\\\Users\\\\")
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".json", ".txt", ".cfg", ".ini", ".sh"}
+
+
+@pytest.mark.parametrize("pkg", PKGS, ids=lambda p: p.slug)
+def test_no_machine_paths_in_shipped_files(pkg):
+    """What ships (sources, tests, README, configs) names no path of one machine (``/work/...``,
+    ``/home/<user>``): messages say ``/path/to/data`` or name the environment variable."""
+    hits = []
+    for f in sorted(pkg.path.rglob("*")):
+        if f.suffix not in TEXT_SUFFIXES or not f.is_file() or any(p.startswith(".") for p in f.parts):
+            continue
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if MACHINE_PATH.search(line):
+                hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()[:120]}")
+    assert not hits, "machine-specific paths in shipped files:\n  " + "\n  ".join(hits)
