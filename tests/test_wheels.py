@@ -25,11 +25,12 @@ from iclr25_repo_packages import ROOT, packages
 pytestmark = pytest.mark.wheels
 
 BY_SLUG = {p.slug: p for p in packages()}
-# slug -> (why it is representative, modules that must import from the fresh venv)
+# slug -> (why it is representative, modules that must import from the fresh venv, modules that must
+# not even be installed there)
 SAMPLE = {
-    "ridge-bias": ("numpy only", ["iclr25.ridge_bias.theory"]),
-    "lotos": ("torch", ["iclr25.lotos.train"]),
-    "ta-dpfl": ("flwr + opacus", ["iclr25.ta_dpfl.dp_sgd", "iclr25.ta_dpfl.flower_app"]),
+    "ridge-bias": ("numpy only", ["iclr25.ridge_bias.theory"], ["torch", "transformers"]),
+    "lotos": ("torch", ["iclr25.lotos.train"], ["transformers", "flwr"]),
+    "ta-dpfl": ("flwr + opacus", ["iclr25.ta_dpfl.dp_sgd", "iclr25.ta_dpfl.flower_app"], ["transformers"]),
 }
 
 
@@ -120,12 +121,14 @@ def test_wheel_alone_passes_its_known_answer_tests(slug, core_wheel, tmp_path):
     probe = "; ".join([
         f"import importlib.metadata as md, iclr25.core, iclr25.{module} as m, " + ", ".join(SAMPLE[slug][1]),
         "print(sorted(d.metadata['Name'] for d in md.distributions() if d.metadata['Name'].startswith('iclr25')))",
-        "print(m.__file__)", "print(iclr25.core.__file__)", "print(m.__version__)"])
+        "print(m.__file__)", "print(iclr25.core.__file__)", "print(m.__version__)",
+        "import importlib.util as u", f"print([x for x in {SAMPLE[slug][2]!r} if u.find_spec(x)])"])
     lines = _run([py, "-c", probe]).stdout.splitlines()
     assert lines[0] == str(sorted(["iclr25-core", pkg.distribution])), lines[0]
     site = str(venv)
     assert lines[1].startswith(site) and lines[2].startswith(site), lines
     assert wheel.name.startswith(f"{pkg.distribution.replace('-', '_')}-{lines[3]}-")
+    assert lines[4] == "[]", f"{slug} ({SAMPLE[slug][0]}) pulled in {lines[4]}"
     r = _run([venv / "bin" / pkg.script, "--help"])
     assert "reproduce" in r.stdout
 
