@@ -217,10 +217,11 @@ def analyse(pkg, prefer: set[str]) -> Imports:
             elif isinstance(ch, ast.ImportFrom):
                 record(ch.module or "", [a.name for a in ch.names], k, ch.level, ch)
             elif isinstance(ch, ast.Call):
-                # importlib.import_module("x") / importlib.util.find_spec("x"): a lazy import by name
+                # importlib.import_module("x"), importlib.util.find_spec("x"), a package's own helper
+                # `_import("x")`: a lazy import by name
                 fn = ch.func.attr if isinstance(ch.func, ast.Attribute) else getattr(ch.func, "id", "")
-                if fn in ("import_module", "find_spec") and ch.args and isinstance(ch.args[0], ast.Constant) \
-                        and isinstance(ch.args[0].value, str) and not ch.args[0].value.startswith("."):
+                if ("import" in fn.lower() or fn == "find_spec") and ch.args and isinstance(ch.args[0], ast.Constant) \
+                        and isinstance(ch.args[0].value, str) and re.fullmatch(r"[A-Za-z_][\w.]*", ch.args[0].value):
                     record(ch.args[0].value, [], "lazy", 0, ch)
             if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 visit(ch, "lazy")
