@@ -33,8 +33,8 @@ PY=.venv/bin/python
 
 # Per-method limits (seconds). The quick runs are sized for <= 3 min on 2 CPU cores; GPU-using
 # methods first, so that a spent budget skips the CPU-only ones.
-ORDER=(agpd lotos q-adapter vbon mgvga ta-dpfl pref-sensitivity air-bench ridge-bias)
-declare -A LIMIT=([agpd]=60 [lotos]=75 [q-adapter]=60 [vbon]=60 [mgvga]=75 [ta-dpfl]=90
+ORDER=(agpd lotos q-adapter vbon mgvga tie ta-dpfl pref-sensitivity air-bench ridge-bias)
+declare -A LIMIT=([agpd]=60 [lotos]=75 [q-adapter]=60 [vbon]=60 [mgvga]=75 [tie]=45 [ta-dpfl]=90
                   [pref-sensitivity]=45 [air-bench]=40 [ridge-bias]=45)
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
