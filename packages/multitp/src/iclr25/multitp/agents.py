@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ def _the(x: str) -> str:
     return x[2:] if x.startswith("a ") else x[3:] if x.startswith("an ") else x
 
 
+@lru_cache(maxsize=1 << 18)
 def _uniforms(seed: int, lang: str, vid: str) -> tuple[float, float, float]:
     h = hashlib.sha256(f"{seed}|{lang}|{vid}".encode()).digest()
     return tuple(int.from_bytes(h[i:i + 8], "big") / 2.0**64 for i in (0, 8, 16))  # type: ignore[return-value]
@@ -188,10 +190,10 @@ class ScriptedAgent:
             vignettes: the vignettes whose prompts it will see (default: the English 460, paraphrase 0).
             tag: a prefix the prompts carry (e.g. the pseudo-translation tag ``"[de] "``), stripped before lookup.
         """
-        if vignettes is None:
+        if vignettes is None:  # prompts are looked up by text; the answer uses this backend's language
             from .vignettes import generate_vignettes
 
-            vignettes = generate_vignettes(lang if lang in LANGUAGES else "en")
+            vignettes = generate_vignettes("en")
         return _AgentBackend(self, lang, vignettes, system_prompt, tag)
 
 

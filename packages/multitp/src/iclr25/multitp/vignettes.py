@@ -18,6 +18,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -122,9 +123,13 @@ def _phrase(role: str, n: int, digits: bool) -> str:
     return f"{n if digits else COUNT_WORDS[n]} {ROLE_TEXT[role][1]}"
 
 
+_ROLE_POS = {r: i for i, r in enumerate(ROLE_TEXT)}
+
+
 def _order(counts: dict[str, int]) -> list[tuple[str, int]]:
-    keys = list(ROLE_TEXT)
-    return sorted(counts.items(), key=lambda kv: keys.index(kv[0]))
+    if len(counts) == 1:
+        return list(counts.items())
+    return sorted(counts.items(), key=lambda kv: _ROLE_POS.get(kv[0], len(_ROLE_POS)))
 
 
 def verbalize_group(counts: dict[str, int]) -> str:
@@ -204,6 +209,12 @@ def generate_vignettes(lang: str = "en", paraphrase: int = 0, seed: int = 0, *,
     check_paraphrase(paraphrase)
     if n_draws < 1 or not 2 <= max_n <= 10:
         raise ValueError(f"n_draws must be >= 1 and max_n in 2..10; got {n_draws}, {max_n}")
+    base = _generate_en(paraphrase, int(seed), n_draws, max_n)
+    return list(base) if lang == "en" else [replace(v, lang=lang) for v in base]
+
+
+@lru_cache(maxsize=16)
+def _generate_en(paraphrase: int, seed: int, n_draws: int, max_n: int) -> tuple[Vignette, ...]:
     rng = np.random.default_rng(seed)
     start = SCENARIO_STARTS[paraphrase]
     out: list[Vignette] = []
@@ -225,13 +236,13 @@ def generate_vignettes(lang: str = "en", paraphrase: int = 0, seed: int = 0, *,
                 left, right = verbalize_group(lc), verbalize_group(rc)
                 text = SCENARIO_LAYOUT.format(scenario_start=start, left=left, right=right,
                                               scenario_end=SCENARIO_END)
-                out.append(Vignette(vid, lang, paraphrase, cat, lg, rg, left, right, dict(lc), dict(rc),
+                out.append(Vignette(vid, "en", paraphrase, cat, lg, rg, left, right, dict(lc), dict(rc),
                                     text, text))
     counts = category_counts(out)
     if max_n == 5 and counts != EXPECTED_COUNTS:
         log.warning("seed %d gives %s vignettes per category instead of %s (a rare draw missed a group "
                     "size; try another seed)", seed, counts, EXPECTED_COUNTS)
-    return out
+    return tuple(out)
 
 
 def category_counts(vignettes: Iterable[Vignette]) -> dict[str, int]:
