@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import (
@@ -34,17 +34,9 @@ PROG = "iclr25-multitp"
 
 
 def _setup(cfg: Any) -> None:
-    quiet = bool(getattr(cfg, "quiet", False))
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    """Logging level, threads and --out are set by the core's run_cli; silence per-request HTTP logs."""
     for noisy in ("httpx", "httpcore", "openai", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    n = getattr(cfg, "threads", None)
-    if n:
-        for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            os.environ[v] = str(n)
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(n)
 
 
 def _out(cfg: Any, command: str) -> Path:
@@ -71,25 +63,14 @@ def _http(model: str, base_url: str | None, env_name: str, timeout_s: float) -> 
         raise SystemExit(f"{PROG}: the openai backend needs the openai client: pip install 'iclr25-multitp[http]' ({e})")
 
 
-def _hf(model: str, device: str, batch_size: int, dtype: str = "auto", load_in_4bit: bool = False,
+def _hf(model: str, device: str, batch_size: int, load: dict[str, Any] | None = None,
         chat_template: bool = False) -> Any:
     try:
-        from iclr25.core.lm.generation import TransformersGenerator
+        from iclr25.core.lm import TransformersGenerator, load_causal_lm
     except ImportError as e:
         raise SystemExit(f"{PROG}: the hf backend needs torch + transformers: pip install 'iclr25-multitp[hf]' ({e})")
-    try:
-        from iclr25.core.lm import load_causal_lm  # type: ignore[attr-defined]
-    except ImportError:
-        load_causal_lm = None
-    if load_causal_lm is not None:
-        m, tok = load_causal_lm(model, dtype=dtype, device=device, load_in_4bit=load_in_4bit)
-        return TransformersGenerator(m, tok, batch_size=batch_size, chat_template=chat_template, name=model)
-    if load_in_4bit:
-        raise ValueError("--load-in-4bit needs iclr25-core with load_causal_lm")
-    if not Path(model).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise FileNotFoundError(f"model {model!r} is not a local folder and HF_HUB_OFFLINE=1; no download was attempted")
-    return TransformersGenerator.from_pretrained(model, device=device, torch_dtype=dtype, batch_size=batch_size,
-                                                 chat_template=chat_template)
+    m, tok = load_causal_lm(model, device=device, padding_side="left", **(load or {}))
+    return TransformersGenerator(m, tok, batch_size=batch_size, chat_template=chat_template, name=model)
 
 
 def _translator(kind: str, cfg: Any) -> Any:
@@ -141,7 +122,7 @@ def cmd_query(cfg: QueryConfig) -> int:
     if cfg.backend == "openai":
         backend = _http(cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
     elif cfg.backend == "hf":
-        backend = _hf(cfg.model, cfg.device, cfg.batch_size, cfg.dtype, cfg.load_in_4bit)
+        backend = _hf(cfg.model, cfg.device, cfg.batch_size, cfg.load_kwargs())
     else:
         backend = _scripted(cfg, langs)
     model = cfg.model or getattr(backend, "name", cfg.backend)
@@ -287,24 +268,6 @@ def cmd_human(cfg: HumanConfig) -> int:
     return 0
 
 
-def cmd_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    _setup(cfg)
-
-    def fn(quick: bool, out: Path) -> Any:
-        return reproduce(quick, out, seeds=list(cfg.seeds) or None, device=cfg.device)
-
-    rep = run_reproduction("multitp", fn, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(rep.claims))
-    print(f"multitp: {sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold "
-          f"({'quick' if cfg.quick else 'full'}, {rep.seconds:.1f} s); {cfg.out}/results.json")
-    return 0
-
-
 def cmd_bench(cfg: BenchConfig) -> int:
     from .bench import run_bench
 
@@ -340,7 +303,6 @@ COMMANDS = {
     "parse": (ParseConfig, cmd_parse, "answers -> left/right/either/neither/underskilled/other (rules, LLM parser)"),
     "evaluate": (EvaluateConfig, cmd_evaluate, "preferences, refusal, consistency, misalignment, sensitivity, clusters"),
     "human": (HumanConfig, cmd_human, "Moral Machine human preferences by country and language"),
-    "reproduce": (ReproduceConfig, cmd_reproduce, "reproduce the paper's claims at CPU scale"),
     "bench": (BenchConfig, cmd_bench, "throughput: concurrency, parse rate, analysis time"),
 }
 
@@ -348,9 +310,9 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-multitp``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--version"]:
-        print(f"{PROG} {__version__}")
-        return 0
     cmds = {n: Command(c, _clean(n, f), h) for n, (c, f, h) in COMMANDS.items()}
+    cmds["reproduce"] = reproduce_command("multitp", "iclr25.multitp.reproduce:reproduce", __version__,
+                                          config=ReproduceConfig, help="reproduce the paper's claims at CPU scale")
+    cmds = {k: cmds[k] for k in ("generate", "query", "parse", "evaluate", "human", "reproduce", "bench")}
     return run_cli(PROG, "MultiTP (ICLR 2025): LLM choices in Moral-Machine trolley dilemmas across 107 languages, "
-                   "compared with human preferences.", cmds, args)
+                   "compared with human preferences.", cmds, args, version=__version__)

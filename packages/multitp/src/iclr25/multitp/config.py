@@ -9,19 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-try:  # the core's shared flags (out / device / threads / quiet), once installed
-    from iclr25.core.config import CommonOptions as _Common  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older core
-    @dataclass(kw_only=True)
-    class _Common:  # type: ignore[no-redef]
-        out: Path | None = None
-        """Output folder (default: runs/multitp/<command>)."""
-        device: str = "auto"
-        """auto | cpu | cuda | cuda:N | mps."""
-        threads: int | None = None
-        """CPU threads for torch / BLAS (default: library default)."""
-        quiet: bool = False
-        """Warnings only, no progress bars."""
+from iclr25.core.config import CommonOptions as _Common
+from iclr25.core.config import ReproduceOptions
+from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["GenerateConfig", "QueryConfig", "ParseConfig", "EvaluateConfig", "HumanConfig", "BenchConfig",
            "ReproduceConfig"]
@@ -54,7 +44,7 @@ class GenerateConfig(_Common):
 
 
 @dataclass(kw_only=True)
-class QueryConfig(_Common):
+class QueryConfig(ModelLoadOptions, _Common):
     """`query`: ask a model every (language, vignette) with the language's system prompt; back-translate the
     answers. Resumable: OUT/cache.jsonl, OUT/config.json."""
 
@@ -102,10 +92,6 @@ class QueryConfig(_Common):
     """HTTP timeout per request (seconds)."""
     max_failures: int | None = 200
     """Stop sending after this many failed items (e.g. an unreachable server); they stay resumable."""
-    dtype: str = "auto"
-    """hf backend: auto | bfloat16 | float16 | float32."""
-    load_in_4bit: bool = False
-    """hf backend: 4-bit quantisation (bitsandbytes)."""
     agent_profile: Literal["human", "random", "left"] = "human"
     """scripted backend: p* = each language's human vector (approximate weights), 50 everywhere, or always-left."""
     agent_refusal: float = 0.0
@@ -247,19 +233,7 @@ class BenchConfig(_Common):
             raise ValueError("--latency-s >= 0, --concurrency >= 1, --n-vignettes in 1..460")
 
 
-@dataclass(kw_only=True)
-class ReproduceConfig:
-    """`reproduce`: the CPU-scale reproduction (results.json, results.md, details.json, radar.png)."""
 
-    quick: bool = False
-    """Quick mode (8 languages, 5 seeds; a few minutes on 2 cores). Without it: the full CPU run."""
-    out: Path = Path("results/multitp")
-    """Output folder."""
-    seeds: tuple[int, ...] = ()
-    """Agent seeds (default: 0..4 quick, 0..19 full)."""
-    device: str = "auto"
-    """Device of the tiny GPT-2 part."""
-    threads: int | None = None
-    """CPU threads for torch / BLAS."""
-    quiet: bool = False
-    """Warnings only."""
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
+    """Reproduce the paper's claims at CPU scale (results.json, results.md, details.json, radar.png)."""

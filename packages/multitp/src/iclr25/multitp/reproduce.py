@@ -522,10 +522,7 @@ def _tiny_claim(out: Path, V: Sequence[Vignette], n: int, device: str) -> Claim:
     from .parser import LLMParser
     from .runner import RetryPolicy, load_choices, run_parse, run_query
 
-    try:
-        from iclr25.core.threads import limited_threads  # type: ignore[import-not-found]
-    except ImportError:
-        limited_threads = None
+    from iclr25.core.threads import limited_threads
     idx = np.linspace(0, len(V) - 1, n).round().astype(int)
     sub = [V[i] for i in dict.fromkeys(idx.tolist())]
     dev = choose_device(device)
@@ -546,7 +543,7 @@ def _tiny_claim(out: Path, V: Sequence[Vignette], n: int, device: str) -> Claim:
                       progress=False, vignettes={v.id: v for v in sub})
         return q, p
 
-    if limited_threads is not None and dev == "cpu":
+    if dev == "cpu":
         with limited_threads(1):
             q, p = go()
     else:

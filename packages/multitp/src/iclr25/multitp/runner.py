@@ -146,20 +146,9 @@ class StageResult:
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:
-    try:
-        from iclr25.core.progress import progress  # type: ignore[import-not-found]
+    from iclr25.core.progress import progress
 
-        return progress(None, desc=desc, total=total, unit="item") if enabled else _NoBar()
-    except ImportError:
-        from tqdm.auto import tqdm
-
-        return tqdm(total=total, desc=desc, unit="item", disable=not enabled or total == 0, mininterval=1.0)
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None: ...
-
-    def close(self) -> None: ...
+    return progress(None, desc=desc, total=total, unit="item", quiet=None if enabled else True)
 
 
 def _run_batches(chunks: list[list[T]], work: Callable[[list[T]], list[dict[str, Any]]], cache: RunCache,
@@ -237,16 +226,9 @@ def check_config(out: str | Path, section: str, settings: Mapping[str, Any], *, 
         conf[section] = merged
     else:
         conf[section] = new
-    try:
-        from iclr25.core.runinfo import run_info  # type: ignore[import-not-found]
+    from iclr25.core.runinfo import run_info, to_jsonable
 
-        conf.setdefault("run_info", run_info())
-    except ImportError:
-        import platform
-
-        from ._version import __version__
-
-        conf.setdefault("run_info", {"python": platform.python_version(), "iclr25-multitp": __version__})
+    conf.setdefault("run_info", to_jsonable(run_info("iclr25-multitp")))
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(conf, indent=1) + "\n", encoding="utf-8")
     return conf
