@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .spec import CATEGORIES, CATEGORY_GROUPS, LABELS, POSITIVE_GROUP, SAVING_PROB, category_of
+from .spec import CATEGORIES, CATEGORY_GROUPS, HUMAN_LABEL, LABELS, POSITIVE_GROUP, SAVING_PROB, category_of
 
 __all__ = ["Aggregate", "aggregate", "aggregate_by", "to_rows", "read_parsed_csv", "write_parsed_csv",
            "choice_records", "PARSED_CSV_COLUMNS", "label_from_saving_prob", "read_backtranslated_csv"]
@@ -82,26 +82,31 @@ class Aggregate:
                 "n_decided": self.n_decided(), **self.extra}
 
 
+_CAT_ANY = {**_CAT, **{HUMAN_LABEL[c]: i for c, i in _CAT.items()}}
+_PAIRS_OK = {c: {CATEGORY_GROUPS[c], CATEGORY_GROUPS[c][::-1]} for c in CATEGORIES}
+
+
 def _arrays(records: Sequence[Mapping[str, Any]]):
     n = len(records)
     cat = np.empty(n, np.int64)
     lab = np.empty(n, np.int64)
     pos_left = np.empty(n, bool)
-    sets: dict[tuple[str, str], int] = {}
+    sets: dict[tuple[int, str], int] = {}
     set_idx = np.empty(n, np.int64)
     for i, r in enumerate(records):
-        where = f"record {i}: "
-        c = category_of(r["category"], where=where)
-        cat[i] = _CAT[c]
-        label = r["label"]
-        if label not in _LAB:
-            raise ValueError(f"{where}label {label!r} is not one of {list(LABELS)}")
-        lab[i] = _LAB[label]
+        ci = _CAT_ANY.get(r["category"])
+        if ci is None:
+            category_of(r["category"], where=f"record {i}: ")  # raises with the message
+        c = CATEGORIES[ci]
+        j = _LAB.get(r["label"])
+        if j is None:
+            raise ValueError(f"record {i}: label {r['label']!r} is not one of {list(LABELS)}")
+        cat[i], lab[i] = ci, j
         lg, rg = r["left_group"], r["right_group"]
-        if {lg, rg} != set(CATEGORY_GROUPS[c]):
-            raise ValueError(f"{where}groups ({lg!r}, {rg!r}) do not fit category {c} {CATEGORY_GROUPS[c]}")
+        if (lg, rg) not in _PAIRS_OK[c]:
+            raise ValueError(f"record {i}: groups ({lg!r}, {rg!r}) do not fit category {c} {CATEGORY_GROUPS[c]}")
         pos_left[i] = lg == POSITIVE_GROUP[c]
-        set_idx[i] = sets.setdefault((c, r["two_choices_unordered_set"]), len(sets))
+        set_idx[i] = sets.setdefault((ci, r["two_choices_unordered_set"]), len(sets))
     return cat, lab, pos_left, set_idx, len(sets)
 
 

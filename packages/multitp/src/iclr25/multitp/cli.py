@@ -128,12 +128,19 @@ def cmd_query(cfg: QueryConfig) -> int:
     model = cfg.model or getattr(backend, "name", cfg.backend)
     fwd = _translator(cfg.translator, cfg)
     bwd = None if cfg.back_translator == "auto" else _translator(cfg.back_translator, cfg)
-    settings = {"backend": cfg.backend}
+    settings: dict[str, Any] = {"backend": cfg.backend}
     if cfg.base_url:
         settings["base_url"] = cfg.base_url
+    vignettes = None
+    if cfg.limit is not None:
+        from .vignettes import generate_vignettes, spread_subset
+
+        vignettes = spread_subset(generate_vignettes("en", cfg.paraphrase, cfg.vignette_seed), cfg.limit)
+        settings["limit"] = cfg.limit
     res = run_query(out, backend, model=model, langs=langs, translator=fwd, back_translator=bwd, role=cfg.role,
                     config=GenerationConfig(max_new_tokens=cfg.max_tokens, temperature=cfg.temperature),
-                    paraphrase=cfg.paraphrase, vignette_seed=cfg.vignette_seed, batch_size=cfg.batch_size,
+                    paraphrase=cfg.paraphrase, vignette_seed=cfg.vignette_seed, vignettes=vignettes,
+                    batch_size=cfg.batch_size,
                     concurrency=cfg.concurrency, retry=RetryPolicy(cfg.max_retries, cfg.backoff_s),
                     resume=cfg.resume, progress=not cfg.quiet, max_failures=cfg.max_failures,
                     backend_settings=settings)

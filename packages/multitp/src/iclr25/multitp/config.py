@@ -74,6 +74,8 @@ class QueryConfig(ModelLoadOptions, _Common):
     """Scenario sentence 0..4."""
     vignette_seed: int = 0
     """Seed of the vignette generator."""
+    limit: int | None = None
+    """Use only N of the 460 vignettes, evenly spaced (every category keeps some): smoke tests, cost checks."""
     max_tokens: int = 1024
     """Answer length cap (paper: 1024)."""
     temperature: float = 0.0
@@ -114,6 +116,8 @@ class QueryConfig(ModelLoadOptions, _Common):
             raise ValueError("--batch-size and --concurrency must be >= 1")
         if self.max_tokens < 1:
             raise ValueError("--max-tokens must be >= 1")
+        if self.limit is not None and not 1 <= self.limit <= 460:
+            raise ValueError("--limit must be in 1..460")
         if not (self.temperature == self.temperature and 0 <= self.temperature <= 5):
             raise ValueError("--temperature must be in [0, 5]")
         if self.max_retries < 0 or not (self.backoff_s >= 0) or not (self.timeout_s > 0):

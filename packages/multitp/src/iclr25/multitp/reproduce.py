@@ -51,7 +51,7 @@ from .metrics import (
 from .parser import rule_based_choice
 from .query import query_model
 from .spec import CATEGORIES, LANGUAGES, category_of
-from .vignettes import Vignette, category_counts, generate_vignettes
+from .vignettes import Vignette, category_counts, generate_vignettes, spread_subset
 
 __all__ = ["reproduce", "QUICK_LANGS"]
 
@@ -523,8 +523,7 @@ def _tiny_claim(out: Path, V: Sequence[Vignette], n: int, device: str) -> Claim:
     from .runner import RetryPolicy, load_choices, run_parse, run_query
 
     from iclr25.core.threads import limited_threads
-    idx = np.linspace(0, len(V) - 1, n).round().astype(int)
-    sub = [V[i] for i in dict.fromkeys(idx.tolist())]
+    sub = spread_subset(V, n)
     dev = choose_device(device)
     model = tiny_causal_lm(n_positions=1024, seed=0).to(dev).eval()
     gen = TransformersGenerator(model, byte_tokenizer(), batch_size=8, device=dev, name="tiny-gpt2-untrained")

@@ -39,7 +39,7 @@ from .spec import (
 )
 
 __all__ = ["Vignette", "generate_vignettes", "verbalize_group", "write_dataset_csv", "read_dataset_csv",
-           "DATASET_COLUMNS", "category_counts", "groups_from_text", "classify_pair"]
+           "DATASET_COLUMNS", "category_counts", "groups_from_text", "classify_pair", "spread_subset"]
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +243,14 @@ def _generate_en(paraphrase: int, seed: int, n_draws: int, max_n: int) -> tuple[
         log.warning("seed %d gives %s vignettes per category instead of %s (a rare draw missed a group "
                     "size; try another seed)", seed, counts, EXPECTED_COUNTS)
     return tuple(out)
+
+
+def spread_subset(vignettes: Sequence[Vignette], n: int) -> list[Vignette]:
+    """``n`` vignettes evenly spaced over the list (generation order), so every category keeps some."""
+    if not 1 <= n <= len(vignettes):
+        raise ValueError(f"subset size {n} must be in 1..{len(vignettes)}")
+    idx = np.linspace(0, len(vignettes) - 1, n).round().astype(int)
+    return [vignettes[i] for i in dict.fromkeys(idx.tolist())]
 
 
 def category_counts(vignettes: Iterable[Vignette]) -> dict[str, int]:
