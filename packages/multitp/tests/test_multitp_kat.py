@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from iclr25.multitp import spec
-from iclr25.multitp.aggregate import aggregate, choice_records, read_parsed_csv
+from iclr25.multitp.aggregation import aggregate, choice_records, read_parsed_csv
 from iclr25.multitp.agents import always_left
 from iclr25.multitp.metrics import (
     cluster_languages,
@@ -275,7 +275,7 @@ def test_language_sensitivity_is_mean_std():
 
 
 def test_nllb_codes_cover_102_languages():
-    from iclr25.multitp.translate import NLLB_CODES, nllb_code
+    from iclr25.multitp.translation import NLLB_CODES, nllb_code
 
     assert set(NLLB_CODES) == set(spec.LANGUAGES)
     assert sorted(k for k, v in NLLB_CODES.items() if v is None) == ["co", "fy", "haw", "hmn", "la"]

@@ -11,7 +11,7 @@ import pytest
 
 from iclr25.multitp import spec
 from iclr25.multitp.agents import ScriptedAgent, random_chooser
-from iclr25.multitp.aggregate import aggregate, choice_records
+from iclr25.multitp.aggregation import aggregate, choice_records
 from iclr25.multitp.parser import LLMParser, normalise_llm_label, parse_choice, rule_based_choice
 from iclr25.multitp.spec import CATEGORIES
 from iclr25.multitp.vignettes import generate_vignettes
@@ -160,7 +160,7 @@ def test_with_system_prompt_prefix_fallback():
 
 
 def test_translate_cache_and_callables(tmp_path):
-    from iclr25.multitp.translate import CachedTranslator, back_translate, translate, translate_system_prompt
+    from iclr25.multitp.translation import CachedTranslator, back_translate, translate, translate_system_prompt
 
     calls = []
 
@@ -183,7 +183,7 @@ def test_translate_cache_and_callables(tmp_path):
 
 
 def test_csv_translator_round_trip(tmp_path):
-    from iclr25.multitp.translate import CsvTranslator, translate
+    from iclr25.multitp.translation import CsvTranslator, translate
     from iclr25.multitp.vignettes import read_dataset_csv, write_dataset_csv
 
     v = generate_vignettes()
@@ -217,7 +217,7 @@ def test_dataset_csv_errors(tmp_path):
 
 
 def test_parsed_csv_errors(tmp_path, mtp_data):
-    from iclr25.multitp.aggregate import read_parsed_csv
+    from iclr25.multitp.aggregation import read_parsed_csv
 
     src = (mtp_data / "llm_responses" / "gpt3_default_de_parsed.csv").read_text().splitlines()
     head = src[0].split(",")
@@ -309,3 +309,15 @@ def test_json_serialisable_aggregate():
     v = generate_vignettes()
     a = aggregate(choice_records(v, random_chooser().labels(v, "en")))
     json.dumps(a.to_dict())
+
+
+def test_public_names_resolve_and_are_not_modules():
+    import types
+
+    import iclr25.multitp as m
+    import iclr25.multitp.runner  # noqa: F401 - imports the submodules, which must not shadow names
+
+    for name in m.__all__:
+        obj = getattr(m, name)
+        assert not isinstance(obj, types.ModuleType), name
+    assert callable(m.translate) and callable(m.aggregate)

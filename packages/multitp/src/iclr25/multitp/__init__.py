@@ -24,17 +24,17 @@ _LAZY = {
     "Vignette": "vignettes", "generate_vignettes": "vignettes", "verbalize_group": "vignettes",
     "read_dataset_csv": "vignettes", "write_dataset_csv": "vignettes", "category_counts": "vignettes",
     # translation
-    "translate": "translate", "back_translate": "translate", "translate_system_prompt": "translate",
-    "IdentityTranslator": "translate", "TagTranslator": "translate", "CsvTranslator": "translate",
-    "NLLBTranslator": "translate", "CachedTranslator": "translate", "NLLB_CODES": "translate",
+    "translate": "translation", "back_translate": "translation", "translate_system_prompt": "translation",
+    "IdentityTranslator": "translation", "TagTranslator": "translation", "CsvTranslator": "translation",
+    "NLLBTranslator": "translation", "CachedTranslator": "translation", "NLLB_CODES": "translation",
     # querying
     "query_model": "query", "with_system_prompt": "query", "PAPER_GENERATION": "query",
     # parsing
     "parse_choice": "parser", "parse_choice_detailed": "parser", "rule_based_choice": "parser",
     "normalise_llm_label": "parser", "LLMParser": "parser", "ParsedChoice": "parser",
     # aggregation
-    "aggregate": "aggregate", "aggregate_by": "aggregate", "Aggregate": "aggregate", "choice_records": "aggregate",
-    "read_parsed_csv": "aggregate", "write_parsed_csv": "aggregate", "to_rows": "aggregate",
+    "aggregate": "aggregation", "aggregate_by": "aggregation", "Aggregate": "aggregation", "choice_records": "aggregation",
+    "read_parsed_csv": "aggregation", "write_parsed_csv": "aggregation", "to_rows": "aggregation",
     # human side
     "human_by_country": "human", "human_by_language": "human", "approximate_weights": "human",
     "load_weights": "human", "LanguageWeights": "human", "global_human_vector": "human",

@@ -70,7 +70,7 @@ def parse_rate(n_langs: int = 10) -> dict[str, float]:
 def analysis_time(seed: int = 0) -> dict[str, float]:
     """Seconds for the full analysis of 107 languages x 460 parsed vignettes (synthetic labels): aggregation,
     misalignment at both levels and projections, sensitivity, k-means (scikit-learn's import is timed apart)."""
-    from .aggregate import aggregate_by, choice_records
+    from .aggregation import aggregate_by, choice_records
     from .human import approximate_weights, human_by_country, human_by_language
     from .metrics import cluster_languages, language_sensitivity, misalignment
     from .spec import LABELS, LANGUAGES

@@ -74,7 +74,7 @@ def _hf(model: str, device: str, batch_size: int, load: dict[str, Any] | None = 
 
 
 def _translator(kind: str, cfg: Any) -> Any:
-    from .translate import make_translator
+    from .translation import make_translator
 
     return make_translator(kind, csv_folder=getattr(cfg, "translations_dir", None),
                            nllb_model=getattr(cfg, "nllb_model", None), device=getattr(cfg, "device", "auto"))
@@ -216,7 +216,7 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     _setup(cfg)
     out = _out(cfg, "evaluate")
     if cfg.parsed_csv:
-        from .aggregate import read_parsed_csv
+        from .aggregation import read_parsed_csv
 
         recs = []
         for p in cfg.parsed_csv:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .aggregate import aggregate
+from .aggregation import aggregate
 from .human import LanguageWeights, human_by_country, human_by_language
 from .metrics import cluster_languages, language_sensitivity, misalignment, sensitivity_per_dimension
 from .spec import CATEGORIES, HUMAN_LABEL

@@ -54,7 +54,7 @@ def as_matrix(prefs: Prefs, langs: Sequence[str] | None = None) -> tuple[list[st
     """``(langs, (L, 6) float64)`` percentages with NaN for undefined values.
 
     ``prefs[lang]`` may be a mapping ``{category: percent | None}`` or an object with ``.preferences``
-    (an :class:`~iclr25.multitp.aggregate.Aggregate`).
+    (an :class:`~iclr25.multitp.aggregation.Aggregate`).
 
     Raises:
         ValueError: a missing category or a value outside [0, 100].

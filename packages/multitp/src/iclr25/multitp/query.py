@@ -103,7 +103,7 @@ def query_model(vignettes: Sequence[Any], backend: Any | Callable[[str, str], An
         backend: a ``TextGenerator`` or a factory ``(lang, system_prompt) -> TextGenerator``.
         system_prompts: ``{lang: translated system prompt}`` or one prompt for all; default: the English
             prompt of ``role`` (paper: ``"normal"``) — translate it with
-            :func:`~iclr25.multitp.translate.translate_system_prompt`.
+            :func:`~iclr25.multitp.translation.translate_system_prompt`.
         role: system role when ``system_prompts`` is not given.
         config: decoding (default :data:`PAPER_GENERATION`: T = 0, 1024 tokens).
         batch_size: prompts per ``generate`` call.

@@ -36,7 +36,7 @@ import numpy as np
 
 from iclr25.core import Claim
 
-from .aggregate import Aggregate, aggregate, choice_records, read_backtranslated_csv, read_parsed_csv
+from .aggregation import Aggregate, aggregate, choice_records, read_backtranslated_csv, read_parsed_csv
 from .agents import ScriptedAgent, human_like_agent, random_chooser
 from .data import data_path, reference_values
 from .human import approximate_weights, human_by_country, human_by_language

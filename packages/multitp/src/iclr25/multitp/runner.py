@@ -32,7 +32,7 @@ from ._jsonl import append_jsonl, read_jsonl, repair_torn_tail
 from .parser import LLMParser, rule_based_choice
 from .query import PAPER_GENERATION, backend_for
 from .spec import SYSTEM_PROMPTS, check_langs
-from .translate import IdentityTranslator, as_translator, back_translate, translate, translate_system_prompt
+from .translation import IdentityTranslator, as_translator, back_translate, translate, translate_system_prompt
 from .vignettes import Vignette, generate_vignettes
 
 __all__ = ["RunCache", "RetryPolicy", "StageResult", "run_query", "run_parse", "load_choices", "check_config",
@@ -452,7 +452,7 @@ def run_parse(out_dir: str | Path, *, llm_parser: LLMParser | None = None, parse
 
 
 def load_choices(out_dir: str | Path) -> list[dict[str, Any]]:
-    """The parse records of a run folder (choice records for :func:`~iclr25.multitp.aggregate.aggregate`)."""
+    """The parse records of a run folder (choice records for :func:`~iclr25.multitp.aggregation.aggregate`)."""
     p = Path(out_dir)
     path = p / CACHE_FILE if p.is_dir() else p
     if not path.is_file():

@@ -189,7 +189,7 @@ def generate_vignettes(lang: str = "en", paraphrase: int = 0, seed: int = 0, *,
                        n_draws: int = 100, max_n: int = 5) -> list[Vignette]:
     """Generate the English vignettes of MultiTP (§3.1), labelled with ``lang``.
 
-    The text is English; use :func:`~iclr25.multitp.translate.translate` for other languages (the
+    The text is English; use :func:`~iclr25.multitp.translation.translate` for other languages (the
     ``prompt`` of the returned records is English whatever ``lang`` is).
 
     Args:
