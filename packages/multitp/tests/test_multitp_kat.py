@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from iclr25.multitp import spec
-from iclr25.multitp.aggregation import aggregate, choice_records, read_parsed_csv
 from iclr25.multitp.agents import always_left
+from iclr25.multitp.aggregation import aggregate, choice_records, read_parsed_csv
 from iclr25.multitp.metrics import (
     cluster_languages,
     language_sensitivity,

@@ -160,7 +160,12 @@ def test_with_system_prompt_prefix_fallback():
 
 
 def test_translate_cache_and_callables(tmp_path):
-    from iclr25.multitp.translation import CachedTranslator, back_translate, translate, translate_system_prompt
+    from iclr25.multitp.translation import (
+        CachedTranslator,
+        back_translate,
+        translate,
+        translate_system_prompt,
+    )
 
     calls = []
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from functools import lru_cache
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from .spec import CATEGORIES, LANGUAGES

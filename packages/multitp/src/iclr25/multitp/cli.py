@@ -60,7 +60,7 @@ def _http(model: str, base_url: str | None, env_name: str, timeout_s: float) -> 
         return OpenAIChatGenerator(model, base_url=base_url, api_key=_api_key(env_name), timeout=timeout_s,
                                    max_retries=0, concurrency=1)
     except ImportError as e:
-        raise SystemExit(f"{PROG}: the openai backend needs the openai client: pip install 'iclr25-multitp[http]' ({e})")
+        raise SystemExit(f"{PROG}: the openai backend needs the openai client: pip install 'iclr25-multitp[http]' ({e})") from None
 
 
 def _hf(model: str, device: str, batch_size: int, load: dict[str, Any] | None = None,
@@ -68,7 +68,7 @@ def _hf(model: str, device: str, batch_size: int, load: dict[str, Any] | None = 
     try:
         from iclr25.core.lm import TransformersGenerator, load_causal_lm
     except ImportError as e:
-        raise SystemExit(f"{PROG}: the hf backend needs torch + transformers: pip install 'iclr25-multitp[hf]' ({e})")
+        raise SystemExit(f"{PROG}: the hf backend needs torch + transformers: pip install 'iclr25-multitp[hf]' ({e})") from None
     m, tok = load_causal_lm(model, device=device, padding_side="left", **(load or {}))
     return TransformersGenerator(m, tok, batch_size=batch_size, chat_template=chat_template, name=model)
 

@@ -79,7 +79,7 @@ def _f(x: Any, d: int = 1) -> str:
 
 def markdown_report(res: Mapping[str, Any]) -> str:
     """Markdown tables of :func:`evaluate_choices` output."""
-    lines = [f"# MultiTP evaluation", "", f"Human weights: {res['weights']['source']}"
+    lines = ["# MultiTP evaluation", "", f"Human weights: {res['weights']['source']}"
              + (" (**approximation**)" if res["weights"]["approximation"] else ""), ""]
     for model, r in res["models"].items():
         lines += [f"## {model}", ""]

@@ -36,8 +36,8 @@ import numpy as np
 
 from iclr25.core import Claim
 
-from .aggregation import Aggregate, aggregate, choice_records, read_backtranslated_csv, read_parsed_csv
 from .agents import ScriptedAgent, human_like_agent, random_chooser
+from .aggregation import Aggregate, aggregate, choice_records, read_backtranslated_csv, read_parsed_csv
 from .data import data_path, reference_values
 from .human import approximate_weights, human_by_country, human_by_language
 from .metrics import (
@@ -518,11 +518,10 @@ def _tiny_claim(out: Path, V: Sequence[Vignette], n: int, device: str) -> Claim:
                      note="NOT RUN: needs torch + transformers: pip install 'iclr25-multitp[hf]'")
     from iclr25.core import choose_device
     from iclr25.core.lm.generation import GenerationConfig
+    from iclr25.core.threads import limited_threads
 
     from .parser import LLMParser
     from .runner import RetryPolicy, load_choices, run_parse, run_query
-
-    from iclr25.core.threads import limited_threads
     sub = spread_subset(V, n)
     dev = choose_device(device)
     model = tiny_causal_lm(n_positions=1024, seed=0).to(dev).eval()
