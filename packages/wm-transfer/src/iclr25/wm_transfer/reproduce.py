@@ -122,9 +122,12 @@ def _fmt_ms(m: float, s: float) -> str:
 def _claims(comp: dict[str, Any], cover_acc: float, cover_fpr: float, accs: dict[str, float], n_images: int,
             eps: float, ssim_stop: float, m_values: tuple[int, ...]) -> list[Claim]:
     m_lo, m_hi = str(min(m_values)), str(max(m_values))
-    one = 1.0 / n_images
+    one = 1.0 / n_images  # one image of the lower-tail share (over all attacked images)
     tr_hi = comp["transfer"][m_hi]
     tr_lo = comp["transfer"][m_lo]
+    # evasion is a share of the images detected before the attack: one image of it is 1 / n_detected
+    n_det = max(1, min(int(r["n_detected_before"]) for r in tr_hi + tr_lo))
+    one_ev = 1.0 / n_det
     e_hi, sd_hi, k_hi = mean_sd([r["evasion_rate"] for r in tr_hi])
     e_lo, sd_lo, k_lo = mean_sd([r["evasion_rate"] for r in tr_lo])
     claims = []
@@ -140,7 +143,7 @@ def _claims(comp: dict[str, Any], cover_acc: float, cover_fpr: float, accs: dict
     pp_stats = {k: mean_sd([r["evasion_rate"] for r in rows]) for k, rows in comp["postprocess"].items()}
     best_pp = max(pp_stats, key=lambda k: -1 if math.isnan(pp_stats[k][0]) else pp_stats[k][0])
     bp, bsd, _ = pp_stats[best_pp]
-    margin = max(sd_hi if k_hi else 0.0, bsd if not math.isnan(bsd) else 0.0, one)
+    margin = max(sd_hi if k_hi else 0.0, bsd if not math.isnan(bsd) else 0.0, one_ev)
     pp_note = "; ".join(f"{k} {_fmt_ms(*v[:2])} (SSIM {mean_sd([r['matched_ssim'] for r in comp['postprocess'][k]])[0]:.3f})"
                         for k, v in pp_stats.items())
     claims.append(Claim(
@@ -148,8 +151,8 @@ def _claims(comp: dict[str, Any], cover_acc: float, cover_fpr: float, accs: dict
         e_hi, baseline=bp, margin=margin,
         note=f"transfer {_fmt_ms(e_hi, sd_hi)} vs strongest post-processing ({best_pp}) {_fmt_ms(bp, bsd)}, each "
              f"matched to the attack's mean SSIM per subset. All: {pp_note}. Margin = the larger sd or one image "
-             f"({one:.3f}): the gap {'exceeds' if e_hi - bp >= margin else 'does not exceed'} the spread."))
-    margin2 = max(sd_hi if k_hi else 0.0, sd_lo if k_lo else 0.0, one)
+             f"({one_ev:.3f}): the gap {'exceeds' if e_hi - bp >= margin else 'does not exceed'} the spread."))
+    margin2 = max(sd_hi if k_hi else 0.0, sd_lo if k_lo else 0.0, one_ev)
     claims.append(Claim(
         "evasion/more_surrogates_help", f"evasion rate at m={m_hi} vs m={m_lo}", e_hi, baseline=e_lo, margin=margin2,
         note=f"m={m_hi}: {_fmt_ms(e_hi, sd_hi)}, m={m_lo}: {_fmt_ms(e_lo, sd_lo)} over surrogate subsets "
