@@ -157,7 +157,9 @@ class CrossAttention(nn.Module):
     ``text``: Float[B, T, d_v]; ``batch``: Long[N] graph of each node; ``text_mask``: Bool[B, T]
     (True = real token). With one token (the official setting) the weights are exactly 1 and
     the output is ``W_o(W_v e + b_v) + b_o`` for every node of the graph (spec Sec. 1.3).
-    Padded tokens are masked on the *keys* (fixes official defect 2; no NaN rows).
+    Padded tokens are masked on the *keys* (fixes official defect 2; no NaN rows); a graph whose
+    text has no valid token gets a zero attention output (and is excluded from the VGA loss by
+    :meth:`MGVGAPretrainer.vga_branch`).
     """
 
     def __init__(self, d: int, text_dim: int, heads: int):
@@ -178,8 +180,12 @@ class CrossAttention(nn.Module):
         v = self.v(text).view(B, T, self.h, self.dh)[batch]
         s = torch.einsum("nhd,nthd->nht", q, k) / math.sqrt(self.dh)
         if text_mask is not None:
-            s = s.masked_fill(~text_mask[batch][:, None, :], float("-inf"))
-        a = torch.softmax(s, dim=-1)
+            valid = text_mask[batch][:, None, :]
+            s = s.masked_fill(~valid, float("-inf"))
+            # a graph without any valid token attends to nothing: weights 0 (no NaN rows)
+            a = torch.softmax(s.masked_fill(~valid.any(-1, keepdim=True), 0.0), dim=-1) * valid
+        else:
+            a = torch.softmax(s, dim=-1)
         out = torch.einsum("nht,nthd->nhd", a, v).reshape(N, -1)
         return self.o(out)
 
@@ -282,19 +288,30 @@ class MGVGAPretrainer(nn.Module):
         return out
 
     def vga_branch(self, g, mask: Tensor, text: Tensor, text_mask: Tensor | None = None) -> dict[str, Tensor]:
-        """VGA: input masking with m', shared encoder, alignment decoder conditioned on ``text``."""
+        """VGA: input masking with m', shared encoder, alignment decoder conditioned on ``text``.
+
+        Graphs whose ``text_mask`` row has no valid token are excluded from the loss (their nodes
+        leave the mask); ``out["vga_empty_text"]`` counts them."""
         if text.dim() == 2:
             text = text[:, None, :]
         batch = g.batch if getattr(g, "batch", None) is not None else torch.zeros(g.x.shape[0], dtype=torch.long)
         if text.shape[0] != int(batch.max()) + 1:
             raise ValueError(f"text has {text.shape[0]} rows but the VGA batch has {int(batch.max()) + 1} graphs")
+        n_empty = 0
+        if text_mask is not None:
+            if text_mask.shape != text.shape[:2]:
+                raise ValueError(f"text_mask has shape {tuple(text_mask.shape)}; expected {tuple(text.shape[:2])}")
+            empty = ~text_mask.any(1)  # graphs whose text has no valid token: no Verilog constraint
+            n_empty = int(empty.sum())
+            if n_empty:
+                mask = mask & ~empty[batch]
         h0 = self.encoder.embed_tokens(g.x)
         h0 = torch.where(mask[:, None], self.vga_mask.expand_as(h0), h0)
         z = self.encoder.encode(h0, g.edge_index)
         for blk in self.align:
             z = blk(z, batch, text, text_mask)
         logits = self.vga_type_head(z)
-        out = {"vga_type_ce": masked_type_ce(logits, g.x, mask)}
+        out = {"vga_type_ce": masked_type_ce(logits, g.x, mask), "vga_empty_text": logits.new_tensor(float(n_empty))}
         with torch.no_grad():
             out["vga_acc"] = (logits[mask].argmax(-1) == g.x[mask]).float().mean() if mask.any() else logits.new_zeros(())
         if self.cfg.vga_degree_loss_weight > 0:
