@@ -56,36 +56,52 @@ def _time(model, batches, repeats: int, device: torch.device) -> float:
 
 
 def run_bench(*, hidden_size: int = 64, num_layers: int = 7, batch_size: int = 4, max_nodes: int = 20000,
-              repeats: int = 3, device: str = "auto") -> dict:
+              repeats: int = 3, device: str = "auto", graphs: str = "epfl", n_synthetic: int = 64) -> dict:
     """Inference throughput (graphs/s, nodes/s) of the MGVGA encoder and a plain GCN, PyG-batched
-    (``batch_size`` graphs per ``Batch``) and per graph, on the EPFL circuits with ≤ ``max_nodes``
-    nodes; the ratios come from the same run. Also the time to parse all EPFL AIGs.
+    (``batch_size`` graphs per ``Batch``) and per graph; the ratios come from the same run.
+
+    Args:
+        graphs: ``"epfl"`` — the EPFL circuits with ≤ ``max_nodes`` nodes (also times parsing all
+            EPFL AIGs); ``"synthetic"`` — ``n_synthetic`` template circuits (widths 2–6, tens to a few
+            hundred nodes, the size of the VGA pre-training pool), where per-graph overhead dominates.
 
     Raises:
-        FileNotFoundError: the mirror is missing. ValueError: no graph fits ``max_nodes``; bad sizes.
+        FileNotFoundError: the mirror is missing (``epfl``). ValueError: no graph fits ``max_nodes``;
+            bad sizes; unknown ``graphs``.
     """
     from iclr25.core.seed import choose_device
 
-    if min(hidden_size, num_layers, batch_size, repeats) < 1:
-        raise ValueError("hidden_size, num_layers, batch_size and repeats must be >= 1")
+    if min(hidden_size, num_layers, batch_size, repeats, n_synthetic) < 1:
+        raise ValueError("hidden_size, num_layers, batch_size, repeats and n_synthetic must be >= 1")
+    if graphs not in ("epfl", "synthetic"):
+        raise ValueError(f"graphs={graphs!r}; use 'epfl' or 'synthetic'")
     dev = torch.device(str(choose_device(device)))
-    files = sorted((data_dir() / "epfl").glob("*.aig"))
-    t = time.perf_counter()
-    circs = [load_circuit(p) for p in files]
-    t_parse = time.perf_counter() - t
-    big = max(circs, key=lambda x: x.num_ands)
-    graphs = [g for g in (to_graph(x) for x in circs) if g.num_nodes <= max_nodes]
-    if not graphs:
-        raise ValueError(f"no EPFL graph has <= {max_nodes} nodes")
+    t_parse, big_name, big_ands = None, None, None
+    if graphs == "epfl":
+        files = sorted((data_dir() / "epfl").glob("*.aig"))
+        t = time.perf_counter()
+        circs = [load_circuit(p) for p in files]
+        t_parse = round(time.perf_counter() - t, 3)
+        big = max(circs, key=lambda x: x.num_ands)
+        big_name, big_ands = big.name, big.num_ands
+    else:
+        from .synth import synthetic_pairs
+
+        circs = [p.circuit for p in synthetic_pairs(n_synthetic, widths=(2, 6), seed=0)]
+    graph_list = [g for g in (to_graph(x) for x in circs) if g.num_nodes <= max_nodes]
+    if not graph_list:
+        raise ValueError(f"no {graphs} graph has <= {max_nodes} nodes")
+    graphs_set, graphs = graphs, graph_list
     n_nodes = sum(g.num_nodes for g in graphs)
     batched = [Batch.from_data_list(graphs[i : i + batch_size]).to(dev) for i in range(0, len(graphs), batch_size)]
     single = [Batch.from_data_list([g]).to(dev) for g in graphs]
     torch.manual_seed(0)
     models = {"mgvga_encoder": MGVGAEncoder(MGVGAConfig(hidden_size=hidden_size, num_encoder_layers=num_layers)),
               "plain_gcn": PlainGCN(hidden_size, num_layers)}
-    res: dict = {"graphs": len(graphs), "nodes": n_nodes, "hidden_size": hidden_size, "layers": num_layers,
-                 "batch_size": batch_size, "repeats": repeats, "device": str(dev), "threads": torch.get_num_threads(),
-                 "parse_all_epfl_s": round(t_parse, 3), "largest": big.name, "largest_ands": big.num_ands}
+    res: dict = {"graph_set": graphs_set, "graphs": len(graphs), "nodes": n_nodes, "hidden_size": hidden_size,
+                 "layers": num_layers, "batch_size": batch_size, "repeats": repeats, "device": str(dev),
+                 "threads": torch.get_num_threads(), "parse_all_epfl_s": t_parse, "largest": big_name,
+                 "largest_ands": big_ands}
     for name, m in models.items():
         m.to(dev).eval()
         res[name] = {"params": sum(p.numel() for p in m.parameters())}
@@ -103,7 +119,7 @@ def run_bench(*, hidden_size: int = 64, num_layers: int = 7, batch_size: int = 4
 
 def format_bench(res: dict) -> str:
     """A Markdown table of :func:`run_bench` output plus a one-line summary."""
-    lines = [f"{res['graphs']} EPFL graphs, {res['nodes']} nodes, d={res['hidden_size']}, {res['layers']} layers, "
+    lines = [f"{res['graphs']} {res.get('graph_set', 'epfl')} graphs, {res['nodes']} nodes, d={res['hidden_size']}, {res['layers']} layers, "
              f"device {res['device']}, {res['threads']} threads, mean of {res['repeats']} passes",
              "", "| model | params | mode | graphs/s | nodes/s |", "|---|---|---|---|---|"]
     for name in ("mgvga_encoder", "plain_gcn"):
@@ -113,5 +129,6 @@ def format_bench(res: dict) -> str:
     q = res["ratios"]
     lines += ["", f"bench: the encoder takes {q['encoder_vs_gcn_batched']:.2f}x the plain GCN's time (batched); "
               f"per-graph time / batched time = {q['encoder_batching_speedup']:.2f} (encoder), "
-              f"{q['gcn_batching_speedup']:.2f} (GCN); parsing all EPFL AIGs {res['parse_all_epfl_s']:.2f} s"]
+              f"{q['gcn_batching_speedup']:.2f} (GCN)"
+              + (f"; parsing all EPFL AIGs {res['parse_all_epfl_s']:.2f} s" if res.get("parse_all_epfl_s") else "")]
     return "\n".join(lines)

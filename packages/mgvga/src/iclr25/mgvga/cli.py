@@ -145,7 +145,8 @@ def bench_cmd(c: BenchConfig) -> int:
     from .bench import format_bench, run_bench
 
     res = run_bench(hidden_size=c.hidden_size, num_layers=c.num_encoder_layers, batch_size=c.batch_size,
-                    max_nodes=c.max_nodes, repeats=c.repeats, device=c.device)
+                    max_nodes=c.max_nodes, repeats=c.repeats, device=c.device,
+                    graphs=c.graphs, n_synthetic=c.n_synthetic)
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(res, indent=1))

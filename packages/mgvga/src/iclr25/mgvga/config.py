@@ -163,6 +163,10 @@ class BenchConfig(CommonOptions):
     """Skip larger graphs."""
     repeats: int = 3
     """Timed passes (the mean is reported)."""
+    graphs: Literal["epfl", "synthetic"] = "epfl"
+    """Graph set: the EPFL circuits (large) or synthetic template circuits (small, the VGA pool's size)."""
+    n_synthetic: int = 64
+    """Synthetic circuits when --graphs synthetic."""
 
 
 @dataclass(kw_only=True)
