@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.mgvga.parsers import load_circuit
-from iclr25.mgvga.simulate import simulate
-from iclr25.mgvga.synthesis import encode_recipe, equivalent
 from iclr25.mgvga.data import equivalence_pairs, load_cached, qor_labels, usable_qor_designs
 from iclr25.mgvga.downstream import zscore_labels
 from iclr25.mgvga.graph import to_graph
+from iclr25.mgvga.parsers import load_circuit
+from iclr25.mgvga.simulate import simulate
+from iclr25.mgvga.synthesis import encode_recipe, equivalent
 
 pytestmark = pytest.mark.realdata
 

@@ -9,9 +9,6 @@ import torch
 from torch_geometric.data import Batch
 
 from iclr25.mgvga.circuit import AigBuilder, CircuitFormatError
-from iclr25.mgvga.parsers import read_aiger, read_bench, read_blif, read_verilog
-from iclr25.mgvga.simulate import simulate
-from iclr25.mgvga.synthesis import apply_recipe, encode_recipe, equivalent
 from iclr25.mgvga.graph import mask_nodes, mask_nodes_batched, to_graph
 from iclr25.mgvga.model import (
     CrossAttention,
@@ -23,7 +20,10 @@ from iclr25.mgvga.model import (
     huber,
     masked_type_ce,
 )
+from iclr25.mgvga.parsers import read_aiger, read_bench, read_blif, read_verilog
+from iclr25.mgvga.simulate import simulate
 from iclr25.mgvga.synth import FAMILIES, make_pair, reference_function
+from iclr25.mgvga.synthesis import apply_recipe, encode_recipe, equivalent
 
 TINY = MGVGAConfig(hidden_size=16, num_encoder_layers=2, num_heads=4, text_dim=8)
 

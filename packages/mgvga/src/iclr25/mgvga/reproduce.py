@@ -159,7 +159,7 @@ def build_pools(s: ReproSettings, direction: str = "fanin"):
         vga_graphs.append(g)
         vga_texts.append(t)
         fps.add(structural_fingerprint(p.circuit))
-    for name, path, text in rtl_pairs():  # real RTL <-> AIG pairs that fit
+    for _name, path, text in rtl_pairs():  # real RTL <-> AIG pairs that fit
         c = load_cached(str(path))
         g = to_graph(c, direction=direction)
         t = compact_verilog(text)
