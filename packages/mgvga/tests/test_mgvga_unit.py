@@ -453,3 +453,13 @@ def test_pretrain_rejects_bad_values():
     bad[0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         pretrain(MGVGAPretrainer(TINY), graphs, graphs, bad, steps=2, progress=False)
+
+
+@pytest.mark.parametrize("field,value", [("mgm_mask_ratio", float("nan")), ("vga_mask_ratio", 1.0),
+                                         ("degree_loss_weight", -0.1), ("huber_delta", 0.0),
+                                         ("align_dropout", float("inf")), ("hidden_size", 0)])
+def test_config_rejects_bad_hyperparameters(field, value):
+    from iclr25.mgvga.model import MGVGAConfig
+
+    with pytest.raises(ValueError, match=field):
+        MGVGAConfig(**{field: value})

@@ -69,6 +69,30 @@ class MGVGAConfig:
     objective: Objective = "mgvga"
     """which loss to optimise: mgvga (MGM+VGA), mgm, vga, graphmae (input-masking baseline)."""
 
+    def __post_init__(self) -> None:
+        """Range checks (``ValueError`` naming the field): ratios and dropout in [0, 1] (mask ratios in
+        (0, 1)), loss weights ≥ 0, ``huber_delta`` > 0, sizes ≥ 1, a known objective/direction."""
+        for k in ("mgm_mask_ratio", "vga_mask_ratio"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and 0.0 < v < 1.0):
+                raise ValueError(f"MGVGAConfig.{k}={v} must be in (0, 1)")
+        if not (math.isfinite(self.align_dropout) and 0.0 <= self.align_dropout < 1.0):
+            raise ValueError(f"MGVGAConfig.align_dropout={self.align_dropout} must be in [0, 1)")
+        for k in ("degree_loss_weight", "vga_degree_loss_weight"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and v >= 0.0):
+                raise ValueError(f"MGVGAConfig.{k}={v} must be a finite number >= 0")
+        if not (math.isfinite(self.huber_delta) and self.huber_delta > 0.0):
+            raise ValueError(f"MGVGAConfig.huber_delta={self.huber_delta} must be a finite number > 0")
+        for k in ("hidden_size", "num_encoder_layers", "num_mgm_decoder_layers", "num_align_layers", "num_heads",
+                  "text_dim", "num_classes"):
+            if int(getattr(self, k)) < 1:
+                raise ValueError(f"MGVGAConfig.{k}={getattr(self, k)} must be >= 1")
+        if self.objective not in ("mgvga", "mgm", "vga", "graphmae"):
+            raise ValueError(f"MGVGAConfig.objective={self.objective!r}; use mgvga, mgm, vga or graphmae")
+        if self.direction not in ("fanin", "fanout", "bidirectional"):
+            raise ValueError(f"MGVGAConfig.direction={self.direction!r}; use fanin, fanout or bidirectional")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
