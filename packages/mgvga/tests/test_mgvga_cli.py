@@ -1,9 +1,12 @@
 """CLI tests: --help and a tiny convert in a subprocess; the other subcommands in-process."""
 
+import json
 import os
+import pickle
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from iclr25.mgvga.cli import main
@@ -25,48 +28,109 @@ def _aag(tmp_path):
     return p
 
 
-def test_help_subprocess():
+def test_help_and_version_subprocess():
     r = run("--help")
     for sub in ("convert", "pretrain", "probe", "embed", "reproduce", "bench"):
         assert sub in r.stdout
+    assert run("--version").stdout.strip() == "iclr25-mgvga 0.1.0"
 
 
-def test_convert_subprocess(tmp_path):
+def test_convert_subprocess_writes_safetensors(tmp_path):
+    from iclr25.mgvga.storage import load_graphs
+
     src = _aag(tmp_path)
-    out = tmp_path / "g.pt"
+    out = tmp_path / "g"
     r = run("convert", "--inputs", str(src), "--out", str(out))
     assert '"ands": 2' in r.stdout
-    data = torch.load(out, weights_only=False)
-    assert data[0].num_nodes == 9 and data[0].x.tolist() == [0, 0, 0, 2, 2, 1, 1, 3, 3]
+    assert not list(out.glob("*.pt"))  # no pickle written
+    g = load_graphs(out / "circuits.safetensors")[0]
+    assert g.num_nodes == 9 and g.x.tolist() == [0, 0, 0, 2, 2, 1, 1, 3, 3] and g.name == "t"
+    assert json.loads((out / "circuits.json").read_text())[0]["ands"] == 2
+
+
+def test_convert_old_file_out_is_shimmed(tmp_path):
+    src = _aag(tmp_path)
+    with pytest.warns(FutureWarning, match="--out is now a folder"):
+        assert main(["convert", "--inputs", str(src), "--out", str(tmp_path / "old.pt")]) == 0
+    assert (tmp_path / "old" / "circuits.safetensors").is_file()
 
 
 def test_subcommand_help(capsys):
     assert main(["pretrain", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "--objective" in out and "--resume" in out
+    assert "--objective" in out and "--resume" in out and "--device" in out and "--seed" in out
 
 
-def test_embed_in_process(tmp_path, capsys):
+def test_embed_in_process(tmp_path):
+    from iclr25.mgvga.storage import load_embeddings
+
     src = _aag(tmp_path)
-    emb = tmp_path / "e.pt"
-    assert main(["embed", "--inputs", str(src), "--out", str(emb)]) == 0
-    e = torch.load(emb, weights_only=False)
-    assert e["t"]["nodes"].shape == (9, 64)
+    assert main(["embed", "--inputs", str(src), "--out", str(tmp_path / "e")]) == 0
+    e = load_embeddings(tmp_path / "e" / "embeddings.safetensors")
+    assert e["t"]["nodes"].shape == (9, 64) and e["t"]["graph"].shape == (64,)
 
 
 def test_bad_input_is_a_clear_error(tmp_path, capsys):
     p = tmp_path / "bad.aag"
     p.write_bytes(b"aag 3 2 0 1 1\n2\n4\n9\n6 2 4\n")
-    assert main(["convert", "--inputs", str(p)]) == 2
+    assert main(["convert", "--inputs", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "bad.aag:4" in err and "out of range" in err
+    assert "bad.aag:4" in err and "out of range" in err and "Traceback" not in err
 
 
-def test_pretrain_and_resume(tmp_path, capsys):
+def test_bad_hyperparameter_is_a_clear_error(tmp_path, capsys):
+    assert main(["pretrain", "--lr", "nan", "--out", str(tmp_path)]) == 2
+    assert "--lr must be a finite number" in capsys.readouterr().err
+
+
+def test_pretrain_resume_and_safe_checkpoints(tmp_path, capsys):
+    from iclr25.mgvga.storage import safe_torch_load
+
     out = tmp_path / "run"
     common = ["pretrain", "--objective", "mgm", "--out", str(out), "--hidden-size", "16", "--num-encoder-layers",
-              "2", "--n-synthetic", "10", "--synth-max-width", "3", "--batch-size", "2", "--no-use-mirror"]
+              "2", "--n-synthetic", "10", "--synth-max-width", "3", "--batch-size", "2", "--no-use-mirror",
+              "--device", "cpu", "--quiet"]
     assert main([*common, "--steps", "4", "--checkpoint-every", "2"]) == 0
-    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 4
+    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 4
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["format"] == "iclr25-mgvga-checkpoint/1"
     assert main([*common, "--steps", "6", "--resume"]) == 0
-    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 6
+    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 6
+    # the encoder file embeds circuits directly
+    src = _aag(tmp_path)
+    assert main(["embed", "--inputs", str(src), "--checkpoint", str(out / "checkpoint.encoder.safetensors"),
+                 "--out", str(tmp_path / "e")]) == 0
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ.get('MGVGA_PWNED', '/nonexistent/pwned')}",))
+
+
+def test_crafted_pickle_checkpoint_is_refused(tmp_path, capsys, monkeypatch):
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("MGVGA_PWNED", str(marker))
+    bad = tmp_path / "evil.pt"
+    torch.save({"config": {}, "model": _Evil()}, bad)
+    assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(bad), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "refused to load" in err and "Traceback" not in err
+    assert not marker.exists()  # the payload never ran
+    with open(tmp_path / "raw.pkl", "wb") as f:  # a plain pickle (not a torch zip file) is refused too
+        pickle.dump(_Evil(), f)
+    from iclr25.mgvga.pretrain import load_encoder
+
+    with pytest.raises(ValueError):
+        load_encoder(tmp_path / "raw.pkl")
+    assert not marker.exists()
+
+
+def test_corrupt_checkpoint_is_a_clean_error(tmp_path, capsys):
+    bad = tmp_path / "ckpt.pt"
+    bad.write_bytes(b"PK\x03\x04 this is not a checkpoint")
+    assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(bad), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "not a readable checkpoint" in err and "Traceback" not in err
+    st = tmp_path / "enc.safetensors"
+    st.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
+    assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(st), "--out", str(tmp_path / "e")]) == 2
+    assert "not a readable safetensors file" in capsys.readouterr().err

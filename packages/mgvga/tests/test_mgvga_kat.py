@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.mgvga.circuit import encode_recipe, equivalent, load_circuit, simulate
 from iclr25.mgvga.data import equivalence_pairs, load_cached, qor_labels, usable_qor_designs
 from iclr25.mgvga.downstream import zscore_labels
 from iclr25.mgvga.graph import to_graph
+from iclr25.mgvga.parsers import load_circuit
+from iclr25.mgvga.simulate import simulate
+from iclr25.mgvga.synthesis import encode_recipe, equivalent
 
 pytestmark = pytest.mark.realdata
 
@@ -69,7 +71,7 @@ def test_epfl_verilog_equivalent_to_aig(mirror):
 def test_parser_agrees_with_aigverse(mirror):
     from aigverse.io import read_aiger_into_aig
 
-    from iclr25.mgvga.circuit import from_aigverse
+    from iclr25.mgvga.synthesis import from_aigverse
 
     ours = load_circuit(mirror / "epfl/int2float.aig")
     ref = from_aigverse(read_aiger_into_aig(str(mirror / "epfl/int2float.aig")))

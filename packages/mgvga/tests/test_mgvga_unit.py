@@ -1,5 +1,6 @@
 """Unit and known-answer tests that need no mirrored data."""
 
+import json
 import math
 
 import numpy as np
@@ -7,18 +8,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from iclr25.mgvga.circuit import (
-    AigBuilder,
-    CircuitFormatError,
-    apply_recipe,
-    encode_recipe,
-    equivalent,
-    read_aiger,
-    read_bench,
-    read_blif,
-    read_verilog,
-    simulate,
-)
+from iclr25.mgvga.circuit import AigBuilder, CircuitFormatError
 from iclr25.mgvga.graph import mask_nodes, mask_nodes_batched, to_graph
 from iclr25.mgvga.model import (
     CrossAttention,
@@ -30,7 +20,10 @@ from iclr25.mgvga.model import (
     huber,
     masked_type_ce,
 )
+from iclr25.mgvga.parsers import read_aiger, read_bench, read_blif, read_verilog
+from iclr25.mgvga.simulate import simulate
 from iclr25.mgvga.synth import FAMILIES, make_pair, reference_function
+from iclr25.mgvga.synthesis import apply_recipe, encode_recipe, equivalent
 
 TINY = MGVGAConfig(hidden_size=16, num_encoder_layers=2, num_heads=4, text_dim=8)
 
@@ -82,7 +75,7 @@ def test_malformed_aiger_names_line(tmp_path):
 def test_binary_aiger_roundtrip_via_aigverse(tmp_path):
     from aigverse.io import write_aiger
 
-    from iclr25.mgvga.circuit import to_aigverse
+    from iclr25.mgvga.synthesis import to_aigverse
 
     c = make_pair("add", 4, 0).circuit
     p = tmp_path / "add.aig"
@@ -344,7 +337,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     b.load_state_dict(init)
     ck = tmp_path / "r.pt"
     pretrain(b, graphs, graphs, text, checkpoint=ck, stop_after=5, **kw)
-    assert torch.load(ck, weights_only=False)["step"] == 5
+    assert json.loads(torch.load(ck, weights_only=True)["meta"])["step"] == 5
     c = MGVGAPretrainer(TINY)
     pretrain(c, graphs, graphs, text, checkpoint=ck, resume=True, **kw)
     for k, v in a.state_dict().items():
@@ -402,3 +395,71 @@ def test_qor_lodo_uses_graph_when_it_matters():
     assert with_g["mse"] < 0.3 < without["mse"]
     mlp = qor_lodo(emb, labels, recipes, designs[:3], head="mlp", max_recipes=50, epochs=5)
     assert np.isfinite(mlp["mse"])
+
+
+def test_qor_lodo_single_design_and_constant_labels(caplog):
+    from iclr25.mgvga.downstream import qor_lodo
+
+    rng = np.random.default_rng(0)
+    recipes = rng.integers(0, 7, size=(50, 20))
+    emb = {d: torch.randn(3) for d in ("a", "b", "c")}
+    labels = {"a": (None, np.arange(50), rng.normal(size=50)), "b": (None, np.arange(50), rng.normal(size=50)),
+              "c": (None, np.arange(50), np.full(50, 7.0))}
+    with pytest.raises(ValueError, match="at least 2 designs"):
+        qor_lodo(emb, labels, recipes, ["a"], head="ridge")
+    with pytest.raises(ValueError, match="excluded"):
+        qor_lodo(emb, labels, recipes, ["a", "c"], head="ridge")
+    with caplog.at_level("WARNING"):
+        r = qor_lodo(emb, labels, recipes, ["a", "b", "c"], head="ridge")
+    assert "c" in r["excluded"] and "constant" in r["excluded"]["c"] and "design c excluded" in caplog.text
+    assert set(r["per_design"]) == {"a", "b"} and np.isfinite(r["mse"])
+
+
+def test_roc_auc_undefined_is_none_with_warning(caplog):
+    from iclr25.mgvga.downstream import roc_auc
+
+    with caplog.at_level("WARNING"):
+        assert roc_auc([1, 1, 1], [0.1, 0.2, 0.3], what="design foo") is None
+    assert "design foo" in caplog.text and "only positive" in caplog.text
+    assert roc_auc([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2]) == 1.0
+    with pytest.raises(ValueError, match="NaN"):
+        roc_auc([0, 1], [0.1, float("nan")])
+
+
+def test_empty_text_graphs_are_excluded_from_vga_loss():
+    torch.manual_seed(0)
+    m = MGVGAPretrainer(TINY).eval()
+    g1, g2 = _two_graphs()
+    b = Batch.from_data_list([g1, g2])
+    mask = mask_nodes_batched(b.batch, 0.7, torch.Generator().manual_seed(1))
+    text = torch.randn(2, 2, TINY.text_dim)
+    tm = torch.tensor([[True, True], [False, False]])  # graph 2's text has no valid token
+    out = m.vga_branch(b, mask, text, tm)
+    assert torch.isfinite(out["vga_type_ce"]) and int(out["vga_empty_text"]) == 1
+    only1 = m.vga_branch(Batch.from_data_list([g1]), mask[b.batch == 0], text[:1], tm[:1])
+    assert float(out["vga_type_ce"]) == pytest.approx(float(only1["vga_type_ce"]), rel=1e-5)
+    out["vga_type_ce"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+
+
+def test_pretrain_rejects_bad_values():
+    from iclr25.mgvga.pretrain import pretrain
+
+    graphs = [to_graph(make_pair("add", 2, 0).circuit)]
+    text = torch.randn(1, TINY.text_dim)
+    with pytest.raises(ValueError, match="lr"):
+        pretrain(MGVGAPretrainer(TINY), graphs, graphs, text, steps=2, lr=float("nan"), progress=False)
+    bad = text.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        pretrain(MGVGAPretrainer(TINY), graphs, graphs, bad, steps=2, progress=False)
+
+
+@pytest.mark.parametrize("field,value", [("mgm_mask_ratio", float("nan")), ("vga_mask_ratio", 1.0),
+                                         ("degree_loss_weight", -0.1), ("huber_delta", 0.0),
+                                         ("align_dropout", float("inf")), ("hidden_size", 0)])
+def test_config_rejects_bad_hyperparameters(field, value):
+    from iclr25.mgvga.model import MGVGAConfig
+
+    with pytest.raises(ValueError, match=field):
+        MGVGAConfig(**{field: value})

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .circuit import Circuit, load_circuit
+from .circuit import Circuit
+from .parsers import load_circuit
 
 __all__ = [
     "DATASET",

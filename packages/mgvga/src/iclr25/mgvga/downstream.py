@@ -3,6 +3,7 @@ logic-equivalence identification (spec Sec. 1.7, 4.3, 4.4)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,14 +17,22 @@ from .model import MGVGAEncoder, QoRHead
 
 __all__ = ["recipe_features", "embed_graphs", "hand_features", "zscore_labels", "qor_lodo", "equivalence_scores", "roc_auc"]
 
+log = logging.getLogger("iclr25.mgvga")
+
 
 @torch.no_grad()
 def embed_graphs(encoder: MGVGAEncoder, graphs: Sequence[Data], batch_size: int = 8) -> torch.Tensor:
-    """Mean-pooled embeddings Float[n, d] of ``graphs`` (PyG batches of ``batch_size``)."""
+    """Mean-pooled embeddings Float[n, d] of ``graphs`` (PyG batches of ``batch_size``).
+
+    Raises:
+        ValueError: no graph given.
+    """
+    if len(graphs) == 0:
+        raise ValueError("embed_graphs: no graph given")
     out = []
     for i in range(0, len(graphs), batch_size):
         out.append(encoder.embed_graph(Batch.from_data_list(list(graphs[i : i + batch_size]))))
-    return torch.cat(out) if out else torch.zeros(0, encoder.cfg.hidden_size)
+    return torch.cat(out)
 
 
 def hand_features(c: Circuit, g: Data) -> torch.Tensor:
@@ -128,14 +137,35 @@ def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], reci
 
     Returns:
         ``{"mse": mean over seeds of the fold-averaged MSE, "mse_std": std over seeds,
-        "spearman": mean within-design Spearman ρ, "per_seed": [...], "per_design": {d: mse}}``.
+        "spearman": mean within-design Spearman ρ over the folds where it is defined (``None`` if
+        none), "spearman_undefined": count, "per_seed": [...], "per_design": {d: mse},
+        "excluded": {design: reason}}``.
+
+    Raises:
+        ValueError: fewer than 2 designs (after excluding constant-label ones), naming them; an
+            unknown ``head``; non-finite embeddings.
     """
+    if head not in ("mlp", "ridge"):
+        raise ValueError(f"head must be 'mlp' or 'ridge', got {head!r}")
+    excluded = {}
+    for d in designs:
+        a = labels[d][2]
+        if len(a) < 2 or float(np.std(a)) <= 1e-9:
+            excluded[d] = f"constant QoR label ({len(a)} recipes, all {a[0] if len(a) else '-'} ANDs)"
+            log.warning("QoR probe: design %s excluded: %s", d, excluded[d])
+    designs = [d for d in designs if d not in excluded]
+    if len(designs) < 2:
+        raise ValueError(f"leave-one-design-out needs at least 2 designs with non-constant labels, got {designs}"
+                         + (f" (excluded: {excluded})" if excluded else ""))
     E = torch.stack([design_emb[d] for d in designs]).float()
+    if not torch.isfinite(E).all():
+        raise ValueError("qor_lodo: design embeddings contain NaN/inf")
     E = (E - E.mean(0)) / (E.std(0) + 1e-6)
     if emb_dims is not None and emb_dims < E.shape[1]:
         U, S, _ = torch.linalg.svd(E, full_matrices=False)
         E = U[:, :emb_dims] * S[:emb_dims] / (S[:emb_dims].pow(2).mean().sqrt() + 1e-9)
     per_seed, rhos, per_design = [], [], {d: [] for d in designs}
+    n_rho_undef = 0
     for s in seeds:
         rng = np.random.default_rng(s)
         rows = {}
@@ -161,24 +191,45 @@ def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], reci
             elif head == "mlp":
                 pred = _fit_predict(emb_tr, rec_tr, y_tr, e.expand(len(y), -1), r, use_graph=use_graph, seed=s,
                                     epochs=epochs, lr=lr)
-            else:
-                raise ValueError(f"head must be 'mlp' or 'ridge', got {head!r}")
             m = float(((pred - y) ** 2).mean())
             mses.append(m)
             per_design[d].append(m)
-            rho = spearmanr(pred.numpy(), y.numpy()).statistic if y.std() > 0 else np.nan
-            rhos.append(float(rho) if np.isfinite(rho) else 0.0)
+            if float(y.std()) > 0 and float(pred.std()) > 0:
+                rhos.append(float(spearmanr(pred.numpy(), y.numpy()).statistic))
+            else:
+                n_rho_undef += 1
         per_seed.append(float(np.mean(mses)))
+    if n_rho_undef:
+        log.warning("QoR probe: Spearman rho undefined (constant prediction or label on the test recipes) in %d of "
+                    "%d folds; averaged over the rest", n_rho_undef, n_rho_undef + len(rhos))
     return {"mse": float(np.mean(per_seed)), "mse_std": float(np.std(per_seed)), "per_seed": per_seed,
-            "spearman": float(np.mean(rhos)), "per_design": {d: float(np.mean(v)) for d, v in per_design.items()}}
+            "spearman": float(np.mean(rhos)) if rhos else None, "spearman_undefined": n_rho_undef,
+            "per_design": {d: float(np.mean(v)) for d, v in per_design.items()}, "excluded": excluded}
 
 
-def roc_auc(y: Sequence[int], score: Sequence[float]) -> float:
-    """ROC-AUC (``sklearn``); NaN when only one class is present."""
-    y = np.asarray(y)
+def roc_auc(y: Sequence[int], score: Sequence[float], *, what: str = "pairs") -> float | None:
+    """ROC-AUC (``sklearn``) of binary labels ``y`` against ``score``.
+
+    Returns:
+        the AUC, or ``None`` (JSON ``null``) with a warning naming ``what`` and the reason when it is
+        undefined (no pair, or only one class present).
+
+    Raises:
+        ValueError: non-finite scores or lengths that differ.
+    """
+    y, score = np.asarray(y), np.asarray(score, dtype=np.float64)
+    if y.shape != score.shape:
+        raise ValueError(f"{what}: {y.shape[0]} labels but {score.shape[0]} scores")
+    if y.size == 0:
+        log.warning("%s: ROC-AUC undefined (no pair); reported as null", what)
+        return None
     if y.min() == y.max():
-        return float("nan")
-    return float(roc_auc_score(y, np.asarray(score)))
+        log.warning("%s: ROC-AUC undefined (only %s pairs, %d of them); reported as null", what,
+                    "positive" if y.min() == 1 else "negative", y.size)
+        return None
+    if not np.isfinite(score).all():
+        raise ValueError(f"{what}: similarity scores contain NaN/inf")
+    return float(roc_auc_score(y, score))
 
 
 def equivalence_scores(emb_base: torch.Tensor, emb_var: torch.Tensor) -> np.ndarray:

@@ -69,6 +69,30 @@ class MGVGAConfig:
     objective: Objective = "mgvga"
     """which loss to optimise: mgvga (MGM+VGA), mgm, vga, graphmae (input-masking baseline)."""
 
+    def __post_init__(self) -> None:
+        """Range checks (``ValueError`` naming the field): ratios and dropout in [0, 1] (mask ratios in
+        (0, 1)), loss weights ≥ 0, ``huber_delta`` > 0, sizes ≥ 1, a known objective/direction."""
+        for k in ("mgm_mask_ratio", "vga_mask_ratio"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and 0.0 < v < 1.0):
+                raise ValueError(f"MGVGAConfig.{k}={v} must be in (0, 1)")
+        if not (math.isfinite(self.align_dropout) and 0.0 <= self.align_dropout < 1.0):
+            raise ValueError(f"MGVGAConfig.align_dropout={self.align_dropout} must be in [0, 1)")
+        for k in ("degree_loss_weight", "vga_degree_loss_weight"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and v >= 0.0):
+                raise ValueError(f"MGVGAConfig.{k}={v} must be a finite number >= 0")
+        if not (math.isfinite(self.huber_delta) and self.huber_delta > 0.0):
+            raise ValueError(f"MGVGAConfig.huber_delta={self.huber_delta} must be a finite number > 0")
+        for k in ("hidden_size", "num_encoder_layers", "num_mgm_decoder_layers", "num_align_layers", "num_heads",
+                  "text_dim", "num_classes"):
+            if int(getattr(self, k)) < 1:
+                raise ValueError(f"MGVGAConfig.{k}={getattr(self, k)} must be >= 1")
+        if self.objective not in ("mgvga", "mgm", "vga", "graphmae"):
+            raise ValueError(f"MGVGAConfig.objective={self.objective!r}; use mgvga, mgm, vga or graphmae")
+        if self.direction not in ("fanin", "fanout", "bidirectional"):
+            raise ValueError(f"MGVGAConfig.direction={self.direction!r}; use fanin, fanout or bidirectional")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -157,7 +181,9 @@ class CrossAttention(nn.Module):
     ``text``: Float[B, T, d_v]; ``batch``: Long[N] graph of each node; ``text_mask``: Bool[B, T]
     (True = real token). With one token (the official setting) the weights are exactly 1 and
     the output is ``W_o(W_v e + b_v) + b_o`` for every node of the graph (spec Sec. 1.3).
-    Padded tokens are masked on the *keys* (fixes official defect 2; no NaN rows).
+    Padded tokens are masked on the *keys* (fixes official defect 2; no NaN rows); a graph whose
+    text has no valid token gets a zero attention output (and is excluded from the VGA loss by
+    :meth:`MGVGAPretrainer.vga_branch`).
     """
 
     def __init__(self, d: int, text_dim: int, heads: int):
@@ -178,8 +204,12 @@ class CrossAttention(nn.Module):
         v = self.v(text).view(B, T, self.h, self.dh)[batch]
         s = torch.einsum("nhd,nthd->nht", q, k) / math.sqrt(self.dh)
         if text_mask is not None:
-            s = s.masked_fill(~text_mask[batch][:, None, :], float("-inf"))
-        a = torch.softmax(s, dim=-1)
+            valid = text_mask[batch][:, None, :]
+            s = s.masked_fill(~valid, float("-inf"))
+            # a graph without any valid token attends to nothing: weights 0 (no NaN rows)
+            a = torch.softmax(s.masked_fill(~valid.any(-1, keepdim=True), 0.0), dim=-1) * valid
+        else:
+            a = torch.softmax(s, dim=-1)
         out = torch.einsum("nht,nthd->nhd", a, v).reshape(N, -1)
         return self.o(out)
 
@@ -282,19 +312,30 @@ class MGVGAPretrainer(nn.Module):
         return out
 
     def vga_branch(self, g, mask: Tensor, text: Tensor, text_mask: Tensor | None = None) -> dict[str, Tensor]:
-        """VGA: input masking with m', shared encoder, alignment decoder conditioned on ``text``."""
+        """VGA: input masking with m', shared encoder, alignment decoder conditioned on ``text``.
+
+        Graphs whose ``text_mask`` row has no valid token are excluded from the loss (their nodes
+        leave the mask); ``out["vga_empty_text"]`` counts them."""
         if text.dim() == 2:
             text = text[:, None, :]
         batch = g.batch if getattr(g, "batch", None) is not None else torch.zeros(g.x.shape[0], dtype=torch.long)
         if text.shape[0] != int(batch.max()) + 1:
             raise ValueError(f"text has {text.shape[0]} rows but the VGA batch has {int(batch.max()) + 1} graphs")
+        n_empty = 0
+        if text_mask is not None:
+            if text_mask.shape != text.shape[:2]:
+                raise ValueError(f"text_mask has shape {tuple(text_mask.shape)}; expected {tuple(text.shape[:2])}")
+            empty = ~text_mask.any(1)  # graphs whose text has no valid token: no Verilog constraint
+            n_empty = int(empty.sum())
+            if n_empty:
+                mask = mask & ~empty[batch]
         h0 = self.encoder.embed_tokens(g.x)
         h0 = torch.where(mask[:, None], self.vga_mask.expand_as(h0), h0)
         z = self.encoder.encode(h0, g.edge_index)
         for blk in self.align:
             z = blk(z, batch, text, text_mask)
         logits = self.vga_type_head(z)
-        out = {"vga_type_ce": masked_type_ce(logits, g.x, mask)}
+        out = {"vga_type_ce": masked_type_ce(logits, g.x, mask), "vga_empty_text": logits.new_tensor(float(n_empty))}
         with torch.no_grad():
             out["vga_acc"] = (logits[mask].argmax(-1) == g.x[mask]).float().mean() if mask.any() else logits.new_zeros(())
         if self.cfg.vga_degree_loss_weight > 0:

@@ -15,7 +15,8 @@ import numpy as np
 
 from .circuit import AigBuilder, Circuit
 
-__all__ = ["FAMILIES", "SyntheticPair", "make_pair", "synthetic_pairs", "reference_function"]
+__all__ = ["FAMILIES", "SyntheticPair", "make_pair", "synthetic_pairs", "heldout_pairs", "structural_fingerprint",
+           "reference_function"]
 
 FAMILIES = ("add", "sub", "mul", "lt", "eq", "dec", "mux", "parity", "popcount")
 _NAMES = ["a", "b", "x", "y", "in0", "in1", "op_a", "op_b", "lhs", "rhs", "data", "din", "p", "q", "u", "v"]
@@ -146,6 +147,33 @@ def synthetic_pairs(n: int, families: Sequence[str] = FAMILIES, widths: tuple[in
             w = min(w, 5)
         out.append(make_pair(f, w, rng))
     return out
+
+
+def heldout_pairs(n: int, families: Sequence[str] = FAMILIES, widths: tuple[int, int] = (7, 8), seed: int = 0,
+                  select_width: int = 6) -> list[SyntheticPair]:
+    """Pairs with generator parameters outside the training range of :func:`synthetic_pairs`
+    (default widths 2–6, select widths ≤ 5): operand widths in ``widths`` and ``select_width``
+    select bits for dec/mux — structurally new circuits, not renamed copies. Check with
+    :func:`structural_fingerprint`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        f = str(rng.choice(list(families)))
+        w = select_width if f in ("dec", "mux") else int(rng.integers(widths[0], widths[1] + 1))
+        out.append(make_pair(f, w, rng))
+    return out
+
+
+def structural_fingerprint(c: Circuit) -> str:
+    """sha1 of the AIG structure (input count, AND fanin literals, PO literals), ignoring names:
+    two circuits with the same fingerprint are the same graph up to port names."""
+    import hashlib
+
+    h = hashlib.sha1()
+    h.update(np.asarray([c.num_pis, c.num_ands, c.num_pos], dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(c.ands, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(c.pos, dtype=np.int64).tobytes())
+    return h.hexdigest()
 
 
 def reference_function(family: str, width: int, a: int, b: int = 0) -> int:
