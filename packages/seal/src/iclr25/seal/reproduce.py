@@ -81,6 +81,14 @@ def _gap(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float], d: in
             f"(max sd {spread:.{d}f})")
 
 
+def _rho_text(rho: float) -> str:
+    if rho > 0.9:
+        return "SEAL's ranking is essentially the loss filter's"
+    if rho > 0.7:
+        return "SEAL's ranking largely follows the base loss"
+    return "SEAL's ranking departs from the base loss"
+
+
 def _run(rs: list[dict[str, Any]], method: str, keep: float | None, key: str) -> list[float]:
     out = []
     for r in rs:
@@ -148,11 +156,11 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
     if full_set:
         rho = _sel(rs, "seal_sgd", "spearman_vs_base_loss")
         claims.append(Claim(
-            f"{prefix}selection/seal_gt_loss_filter", "AUROC of −ω (unsafe vs benign), SEAL-SGD vs base-loss filter",
-            _ms(au_s)[0], baseline=_ms(au_l)[0], margin=0.0,
+            f"{prefix}selection/seal_gt_loss_filter", "AUROC of −ω (unsafe vs benign), SEAL-SGD vs base-loss filter (SEAL must win by >= 0.01)",
+            _ms(au_s)[0], baseline=_ms(au_l)[0], margin=0.01,
             paper="bilevel selection beats a non-bilevel filter (the paper has no such baseline; prototype: both 0.91)",
             note=f"{_gap('SEAL-SGD', au_s, 'loss filter', au_l)}. Spearman(ω, −base loss) {_fmt(_ms(rho))}: "
-                 f"{'SEAL ranks much like a loss filter' if _ms(rho)[0] > 0.9 else 'SEAL does not reduce to a loss filter'} "
+                 f"{_rho_text(_ms(rho)[0])} "
                  f"(σ₀ = 1: the model sees D_ft only from epoch 2 on, with weight 1−σ ≤ {1 - rs[0]['selection']['seal_sgd']['history'][-1]['sigma']:.2f})."))
         fs_s, fs_r = _run(rs, "seal_sgd", keep, "safe_loss"), _run(rs, "random", keep, "safe_loss")
         claims.append(Claim(
@@ -187,7 +195,7 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
             f"{prefix}utility/task_b_ge_standard", "task-B exact match after SFT (held-out prompts)",
             _ms(eb("seal_sgd"))[0], baseline=_ms(eb("standard", None))[0], margin=0.0,
             paper="removing low-quality data does not cost utility (SEAL wins on SlimOrca/Anthropic-HH)",
-            note=f"{_gap('SEAL-SGD', eb('seal_sgd'), 'standard', eb('standard', None))}; task B = `last` (base θ₀ EM "
+            note=f"{_gap('SEAL-SGD', eb('seal_sgd'), 'standard', eb('standard', None))}; task B = `next` (successor token) (base θ₀ EM "
                  f"{_fmt(_ms([r['base']['em_benign_b'] for r in rs]), 2)}); random {_fmt(_ms(eb('random')))}, oracle "
                  f"{_fmt(_ms(eb('oracle', None)))}. Task A EM SEAL {_fmt(_ms(_run(rs, 'seal_sgd', keep, 'em_benign_a')))} vs "
                  f"standard {_fmt(_ms(_run(rs, 'standard', None, 'em_benign_a')))}."))
