@@ -361,8 +361,9 @@ class EvaluateConfig(ModelLoadOptions, CommonOptions, SeedOption):
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens)
         _check_int("batch_size", self.batch_size)
-        if self.model is None and self.responses is None:
-            raise ValueError("give --model (to generate answers) or --responses (answers already generated)")
+        if self.model is None and self.responses is None and not (self.generator == "openai" and self.generator_model):
+            raise ValueError("give --model (to generate answers), --generator openai --generator-model NAME (a "
+                             "server generates them) or --responses (answers already generated)")
         if self.judge == "openai" and not self.judge_model:
             raise ValueError("--judge openai needs --judge-model (the judge's model name on the server)")
         if "{}" not in self.prompt_template:

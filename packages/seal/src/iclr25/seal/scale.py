@@ -71,7 +71,10 @@ def apply_lora(model: Any, r: int, *, alpha: int = 16, dropout: float = 0.0,
     conv = any(isinstance(m, Conv1D) and n.rsplit(".", 1)[-1] in target_modules for n, m in model.named_modules())
     cfg = LoraConfig(task_type=TaskType.CAUSAL_LM, r=r, lora_alpha=alpha, lora_dropout=dropout,
                      target_modules=list(target_modules), bias="none", fan_in_fan_out=conv)
-    if getattr(model, "is_gradient_checkpointing", False):
+    ckpt = getattr(model, "is_activation_checkpointing", None)
+    if ckpt is None:
+        ckpt = getattr(model, "is_gradient_checkpointing", False)
+    if ckpt:
         model.enable_input_require_grads()
     pm = get_peft_model(model, cfg)
     n_train = sum(p.numel() for p in pm.parameters() if p.requires_grad)
