@@ -112,7 +112,7 @@ class TinyLMTask:
             past = None
             step_in = ids
             for _ in range(self.L):
-                res = model(input_ids=step_in, past_key_values=past, use_cache=True)
+                res = model(input_ids=step_in, attention_mask=torch.ones_like(ids), past_key_values=past, use_cache=True)
                 past = res.past_key_values
                 probs = torch.softmax(res.logits[:, -1].float(), -1).cpu()
                 nxt = torch.multinomial(probs, 1, generator=g).to(self.device)
@@ -192,7 +192,7 @@ def pretrain_reference(task: TinyLMTask, steps: int = 300, cache: str | Path | N
         sched.step()
     model.eval()
     log.info("pre-trained the tiny-LM pi_ref (%d steps) in %.1f s, final loss %.4f (uniform: %.4f)", steps,
-             time.perf_counter() - t0, float(loss), math.log(task.cfg.vocab))
+             time.perf_counter() - t0, float(loss.detach()), math.log(task.cfg.vocab))
     if folder is not None:
         tmp = folder.with_name(folder.name + f".tmp-{time.time_ns()}")
         model.save_pretrained(tmp)
