@@ -289,7 +289,7 @@ class GridworldMDP:
         goal = S - 1
         feats[goal, n_terrain] = 1.0
         theta = np.concatenate([g.standard_normal(n_terrain), [goal_weight]])
-        return cls(torch.from_numpy(P), torch.from_numpy(feats), torch.from_numpy(theta), torch.full((S,), 1.0 / S),
+        return cls(torch.from_numpy(P), torch.from_numpy(feats), torch.from_numpy(theta), torch.full((S,), 1.0 / S, dtype=DT),
                    gamma, beta, horizon)
 
     # rewards, policies, exact evaluation
