@@ -155,12 +155,12 @@ def train_aihf(task: BanditTask | GridworldMDP, demos: Any, prefs: Any, config: 
         if checkpoint is not None and (it + 1) % checkpoint_every == 0 and it + 1 < config.iters:
             checkpoint(state_at(it + 1))
     end = max(start, config.iters)
-    with torch.no_grad():  # the policy for the final reward (the lower level tracks theta_T)
-        policy = task.policy_step(policy, theta.detach(), config.policy_steps, config.policy_lr)
-    st = state_at(end)
+    st = state_at(end)  # the loop's state (resuming with more iterations continues exactly from here)
     if checkpoint is not None:
         checkpoint(st)
-    return TrainResult(theta.detach().clone(), policy, end, history, st)
+    with torch.no_grad():  # the policy for the final reward (the lower level tracks theta_T)
+        final = task.policy_step(policy, theta.detach(), config.policy_steps, config.policy_lr)
+    return TrainResult(theta.detach().clone(), final, end, history, st)
 
 
 def _subset(demos: Any, idx: torch.Tensor) -> Any:
