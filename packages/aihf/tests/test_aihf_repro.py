@@ -59,7 +59,7 @@ def test_quick_reproduction_end_to_end(tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert len(res["claims"]) >= 12
     assert (out / "tables.md").is_file() and (out / "details.json").is_file()
-    checker = Path("/work/shared/tools/check_claims.py")
+    checker = Path(__file__).resolve().parents[4] / "shared" / "tools" / "check_claims.py"  # reviewers' checker
     if checker.is_file():
         c = subprocess.run([sys.executable, str(checker), str(out), "aihf"], capture_output=True, text=True)
         assert c.returncode == 0, c.stdout[-2000:] + c.stderr[-2000:]
