@@ -102,3 +102,15 @@ def test_bad_jsonl_line_exit_code_2(tmp_path, capsys):
                  str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "o"), "--quiet"])
     assert code == 2
     assert "d.jsonl:2" in capsys.readouterr().err
+
+
+def test_config_presets_parse():
+    from pathlib import Path
+
+    from iclr25.core.config import load_config_file
+
+    from iclr25.aihf.config import TrainConfig
+
+    d = load_config_file(Path(__file__).resolve().parents[1] / "configs" / "hh_pythia.yaml")
+    cfg = TrainConfig(**d)
+    assert cfg.policy == "EleutherAI/pythia-1b-deduped" and cfg.reward_model == "EleutherAI/pythia-1.4b"

@@ -289,6 +289,8 @@ def train_text(cfg: Any) -> dict:
         _load_weights(policy, out / "policy")
     policy.train()
     acc = _accelerator(cfg)
+    if acc is not None and acc.num_processes > 1:
+        demos, prefs = _shard(demos, acc), _shard(prefs, acc)
     dev = str(next(policy.parameters()).device)
 
     def ref_logps(enc: Encoded) -> torch.Tensor:
@@ -363,6 +365,20 @@ def train_text(cfg: Any) -> dict:
     if chosen is not None:
         metrics["pref_accuracy"] = _pref_accuracy(rm, _unwrap(policy, acc), ref_logps, chosen, rejected, cfg)
     return metrics
+
+
+def _shard(rows: list, acc) -> list:
+    """This process's equal-size share of ``rows`` (``rows[rank::world]``, cut to a common length so every process
+    runs the same number of synchronised steps; the cut is logged)."""
+    if not rows:
+        return rows
+    world, rank = acc.num_processes, acc.process_index
+    n = len(rows) // world
+    if n == 0:
+        raise ValueError(f"{len(rows)} examples cannot be shared by {world} processes; give at least {world}")
+    if len(rows) % world and rank == 0:
+        log.warning("%d example(s) left out so that %d processes get %d each", len(rows) % world, world, n)
+    return rows[rank::world][:n]
 
 
 def _unwrap(model, acc):
