@@ -21,9 +21,8 @@ import torch
 
 
 def bench_steps(steps: int, batch: int) -> dict:
-    from iclr25.core.lm import tiny_causal_lm
-
     from iclr25.aihf.implicit import Encoded, implicit_epoch
+    from iclr25.core.lm import tiny_causal_lm
 
     g = torch.Generator().manual_seed(0)
     V, L = 30, 10

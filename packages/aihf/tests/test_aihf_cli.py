@@ -107,9 +107,8 @@ def test_bad_jsonl_line_exit_code_2(tmp_path, capsys):
 def test_config_presets_parse():
     from pathlib import Path
 
-    from iclr25.core.config import load_config_file
-
     from iclr25.aihf.config import TrainConfig
+    from iclr25.core.config import load_config_file
 
     d = load_config_file(Path(__file__).resolve().parents[1] / "configs" / "hh_pythia.yaml")
     cfg = TrainConfig(**d)

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.aihf import AIHFConfig, BanditTask, GridworldMDP, aihf_reward_loss, soft_policy, soft_value_iteration
+from iclr25.aihf import (
+    AIHFConfig,
+    BanditTask,
+    GridworldMDP,
+    aihf_reward_loss,
+    soft_policy,
+    soft_value_iteration,
+)
 from iclr25.aihf.tabular import fit_aihf_exact, run_baseline, train_aihf
 
 DT = torch.float64
@@ -135,9 +142,8 @@ def test_seeded_direction_aihf_beats_rlhf_with_scarce_prefs():
 
 
 def test_hh_first_difference_after_prompt(hh_mirror):
-    from iclr25.core.lm import byte_tokenizer
-
     from iclr25.aihf.data import first_difference, load_hh_pairs
+    from iclr25.core.lm import byte_tokenizer
 
     stats: dict = {}
     pairs = load_hh_pairs(hh_mirror, stats=stats)

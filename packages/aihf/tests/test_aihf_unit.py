@@ -8,13 +8,24 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.core.jsonl import JsonlError
-
-from iclr25.aihf import (AIHFConfig, BanditTask, GridworldMDP, aihf_implicit_loss, aihf_reward_loss, soft_policy,
-                         soft_value_iteration)
-from iclr25.aihf.data import (load_hh_pairs, read_agent_samples, read_demonstrations, read_preferences,
-                              split_hh_dialogue)
+from iclr25.aihf import (
+    AIHFConfig,
+    BanditTask,
+    GridworldMDP,
+    aihf_implicit_loss,
+    aihf_reward_loss,
+    soft_policy,
+    soft_value_iteration,
+)
+from iclr25.aihf.data import (
+    load_hh_pairs,
+    read_agent_samples,
+    read_demonstrations,
+    read_preferences,
+    split_hh_dialogue,
+)
 from iclr25.aihf.soft import check_transitions
+from iclr25.core.jsonl import JsonlError
 
 
 def _write(path, rows):

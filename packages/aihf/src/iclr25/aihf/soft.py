@@ -102,7 +102,7 @@ def soft_value_iteration(P: torch.Tensor, r: torch.Tensor, gamma: float, beta: f
         log_pi_ref = torch.full((S, A), -math.log(A), dtype=r.dtype, device=r.device)
     V = torch.zeros(S, dtype=r.dtype, device=r.device) if V0 is None else V0.to(r.dtype).clone()
     n = 0
-    for n in range(1, max(iters, 1) + 1):
+    for n in range(1, max(iters, 1) + 1):  # noqa: B007 (n is the returned backup count)
         Q = r + gamma * (P @ V)
         V_new = b * torch.logsumexp(log_pi_ref + Q / b, dim=-1)
         delta = float((V_new - V).abs().max())
