@@ -125,3 +125,40 @@ def test_text_two_cpu_processes_shard_and_sync(tmp_path, text_files):
     assert st["round"] == 1
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert res.get("results", res)["n_prefs"] == 2  # rank 0's shard of 4 pairs
+
+
+def test_grad_accum_equals_one_large_batch():
+    """2 accumulated micro-steps of batch b == 1 step of batch 2b (same examples, mean losses, one AdamW update)."""
+    import copy
+
+    import numpy as np
+
+    from iclr25.aihf.implicit import Encoded, implicit_epoch
+    from iclr25.core.lm import tiny_causal_lm
+
+    g = torch.Generator().manual_seed(0)
+
+    def enc(n):
+        ids = torch.randint(2, 20, (n, 6), generator=g)
+        resp = torch.zeros_like(ids)
+        resp[:, 2:] = 1
+        return Encoded(ids, torch.ones_like(ids), resp)
+
+    sets = [enc(16) for _ in range(4)]
+    cached = [torch.randn(16, generator=g) for _ in range(4)]
+    base = tiny_causal_lm(vocab_size=20, n_positions=8, seed=0, eos_token_id=1, pad_token_id=0)
+    models = []
+    for batch, steps, acc in ((8, 1, 1), (4, 2, 2)):
+        m = copy.deepcopy(base)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        implicit_epoch(m, opt, w=0.5, beta=0.5, demos=sets[0], agents=sets[1], demo_old=cached[0],
+                       agent_old=cached[1], chosen=sets[2], rejected=sets[3], ref_chosen=cached[2],
+                       ref_rejected=cached[3], batch_size=batch, rng=np.random.default_rng(0), pad_id=0, steps=steps,
+                       grad_accum=acc)
+        models.append(m)
+    moved = False
+    for (k, a), b0, b in zip(models[0].state_dict().items(), base.state_dict().values(),
+                             models[1].state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), k
+        moved |= not torch.allclose(a, b0)
+    assert moved

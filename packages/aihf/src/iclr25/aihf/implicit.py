@@ -84,13 +84,15 @@ def implicit_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, 
                    agent_old: torch.Tensor | None, chosen: Encoded | None, rejected: Encoded | None,
                    ref_chosen: torch.Tensor | None, ref_rejected: torch.Tensor | None, batch_size: int,
                    rng: np.random.Generator, pad_id: int, weighting: str = "mean", device: str = "cpu",
-                   steps: int | None = None, grad_clip: float = 1.0, accelerator=None) -> list[float]:
+                   steps: int | None = None, grad_clip: float = 1.0, accelerator=None,
+                   grad_accum: int = 1) -> list[float]:
     """One pass of AdamW steps on the implicit AIHF loss; returns the per-step losses.
 
     Each step takes ``batch_size`` demonstration/agent pairs (a pass over the demonstrations, shuffled) and
     ``batch_size`` preference pairs (a pass over the preferences, restarted when exhausted; with fewer pairs than
     ``batch_size`` all pairs are used). With ``w = 0`` (DPO) the pass is over the preferences. ``steps`` fixes the
-    number of steps (default: one pass). Cached log-probs (``*_old``, ``ref_*``) are ``(N,)`` tensors without grad.
+    number of steps (default: one pass); with ``grad_accum = k`` the gradients of ``k`` consecutive steps (each
+    scaled by ``1/k``) are summed before one optimiser update. Cached log-probs (``*_old``, ``ref_*``) are ``(N,)`` tensors without grad.
     All four kinds of sequences of a step go through the model in one forward pass.
 
     Raises:
@@ -108,7 +110,10 @@ def implicit_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, 
     dp = pp = 0
     losses = []
     model.train()
-    for _ in range(steps):
+    if grad_accum < 1:
+        raise ValueError(f"grad_accum must be >= 1, got {grad_accum}")
+    optimizer.zero_grad(set_to_none=True)
+    for s in range(steps):
         parts, sizes = [], []
         if use_demo:
             if dp >= n_demo:
@@ -138,15 +143,18 @@ def implicit_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, 
             rw, rl = ref_chosen[pi].to(lp_w), ref_rejected[pi].to(lp_w)  # type: ignore[index]
         w_eff = w if (use_demo and use_pref) else (1.0 if use_demo else 0.0)
         loss = aihf_implicit_loss(lp_d, lp_a, od, oa, lp_w, lp_l, rw, rl, w_eff, beta, weighting=weighting)
-        optimizer.zero_grad(set_to_none=True)
+        scaled = loss / grad_accum if grad_accum > 1 else loss
         if accelerator is not None:
-            accelerator.backward(loss)
+            accelerator.backward(scaled)
         else:
-            loss.backward()
+            scaled.backward()
+        losses.append(float(loss.detach()))
+        if (s + 1) % grad_accum and s + 1 < steps:
+            continue
         if grad_clip > 0:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], grad_clip)
         optimizer.step()
-        losses.append(float(loss.detach()))
+        optimizer.zero_grad(set_to_none=True)
     return losses
 
 

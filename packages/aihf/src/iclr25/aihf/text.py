@@ -261,7 +261,8 @@ def _accelerator(cfg):
         from accelerate import Accelerator
     except ImportError:
         return None
-    return Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.device == "cpu")
+    # gradient accumulation is done by implicit_epoch itself (accelerate would rescale the loss a second time)
+    return Accelerator(cpu=cfg.device == "cpu")
 
 
 def train_text(cfg: Any) -> dict:
@@ -340,7 +341,8 @@ def train_text(cfg: Any) -> dict:
             losses = implicit_epoch(policy, opt, w=cfg.w, beta=cfg.dpo_beta, demos=demo_enc, agents=agents,
                                     demo_old=demo_old, agent_old=agent_old, chosen=chosen, rejected=rejected,
                                     ref_chosen=ref_w, ref_rejected=ref_l, batch_size=cfg.batch_size, rng=rng,
-                                    pad_id=tok.pad_token_id, weighting=cfg.weighting, device=dev, accelerator=acc)
+                                    pad_id=tok.pad_token_id, weighting=cfg.weighting, device=dev, accelerator=acc,
+                                    grad_accum=cfg.grad_accum)
             rec["loss"] = float(np.mean(losses))
         else:  # explicit form: reward step(s), then the policy step
             rec["reward_loss"] = _reward_epoch(rm, rm_opt, cfg, demo_enc, agents, chosen, rejected, rng)
