@@ -199,3 +199,20 @@ def test_hh_mirror_counts(hh_mirror):
     pairs = load_hh_pairs(hh_mirror, stats=stats)
     assert stats["n_records"] == 2312 and stats["n_prompt_mismatch"] == 5 and len(stats["mismatch_lines"]) == 5
     assert all(p["chosen"] != p["rejected"] and p["chosen"].strip() for p in pairs)
+
+
+def test_chat_message_records(tmp_path):
+    """UltraChat-style demonstrations and UltraFeedback-binarized-style preferences (message lists)."""
+    from iclr25.aihf.data import messages_to_pair
+
+    u = {"role": "user", "content": "hi"}
+    d = _write(tmp_path / "uc.jsonl", [{"prompt": "hi", "messages": [u, {"role": "assistant", "content": "hello"}]}])
+    assert read_demonstrations(d) == [{"prompt": "\n\nHuman: hi\n\nAssistant:", "response": "hello"}]
+    p = _write(tmp_path / "uf.jsonl", [{"prompt": "hi", "chosen": [u, {"role": "assistant", "content": "good"}],
+                                        "rejected": [u, {"role": "assistant", "content": "bad"}]}])
+    assert read_preferences(p) == [{"prompt": "\n\nHuman: hi\n\nAssistant:", "chosen": "good", "rejected": "bad"}]
+    bad = _write(tmp_path / "bad.jsonl", [{"chosen": [u], "rejected": [u]}])
+    with pytest.raises(JsonlError, match="bad.jsonl:1: 'chosen': the last message must be the assistant"):
+        read_preferences(bad)
+    with pytest.raises(ValueError, match="list of"):
+        messages_to_pair("text")

@@ -4,6 +4,9 @@
 - Preferences: JSONL, ``{"prompt", "chosen", "rejected"}`` per line, or HH-style ``{"chosen", "rejected"}`` whole
   dialogues (split at the last ``"\\n\\nAssistant:"``; both must share the prompt). ``.jsonl.gz`` is read too.
 - Agent samples: JSONL ``{"prompt", "response"}``; every demonstration prompt needs one.
+- Chat records (UltraChat-200k / UltraFeedback-binarized style): ``chosen`` / ``rejected`` (preferences) or
+  ``messages`` (demonstrations) as lists of ``{"role", "content"}``; the last message must be the assistant's
+  response and the earlier ones are rendered as the prompt in the HH text format (:func:`messages_to_pair`).
 
 Errors name the file and line (core :class:`~iclr25.core.jsonl.JsonlError`, a ``ValueError``). The HH file is
 red-teaming content: nothing here logs or prints its text (counts only).
@@ -21,7 +24,7 @@ from typing import Any
 from iclr25.core.data import DatasetSpec, RemoteFile
 from iclr25.core.jsonl import JsonlError, iter_jsonl
 
-__all__ = ["HH_HARMLESS", "ASSISTANT", "split_hh_dialogue", "load_hh_pairs", "read_demonstrations",
+__all__ = ["HH_HARMLESS", "ASSISTANT", "split_hh_dialogue", "messages_to_pair", "load_hh_pairs", "read_demonstrations",
            "read_preferences", "read_agent_samples", "first_difference"]
 
 log = logging.getLogger("iclr25.aihf")
@@ -46,6 +49,27 @@ def split_hh_dialogue(text: str) -> tuple[str, str]:
     cut = i + len(ASSISTANT)
     resp = text[cut:]
     return text[:cut], resp[1:] if resp.startswith(" ") else resp
+
+
+def messages_to_pair(messages: object, where: str = "") -> tuple[str, str]:
+    """A chat ``[{"role", "content"}, ...]`` whose last message is the assistant's, as ``(prompt, response)``: the
+    earlier messages rendered as ``"\n\nHuman: ..."`` / ``"\n\nAssistant: ..."`` (system: ``"\n\nSystem: ..."``)
+    turns ending with ``"\n\nAssistant:"``, and the last message's content. (The model's own chat template is
+    not applied: the HH text format is used for every model.)
+
+    Raises:
+        ValueError: not a list of role/content dicts, or the last message is not the assistant's.
+    """
+    if not isinstance(messages, list) or not messages or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
+        raise ValueError(f"{where}expected a non-empty list of {{'role', 'content'}} messages")
+    if messages[-1]["role"] != "assistant":
+        raise ValueError(f"{where}the last message must be the assistant's response, got role "
+                         f"{messages[-1]['role']!r}")
+    names = {"user": "Human", "assistant": "Assistant", "system": "System"}
+    prompt = "".join(f"\n\n{names.get(m['role'], m['role'].capitalize())}: {m['content']}" for m in messages[:-1])
+    return prompt + ASSISTANT, messages[-1]["content"]
 
 
 def _iter_any_jsonl(path: Path, required=(), nonempty=()) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -78,13 +102,30 @@ def _pairs_from(path: Path, *, mismatched: str, drop_invalid: bool, stats: dict)
     out: list[dict[str, str]] = []
     counts = {"n_records": 0, "n_pairs": 0, "n_prompt_mismatch": 0, "n_identical": 0, "n_empty": 0,
               "mismatch_lines": []}
-    for i, rec in _iter_any_jsonl(path, required=("chosen", "rejected"), nonempty=("chosen", "rejected")):
+    for i, rec in _iter_any_jsonl(path, required=("chosen", "rejected")):
         counts["n_records"] += 1
         where = f"{path}:{i}"
+        chat = isinstance(rec["chosen"], list)
         for k in ("chosen", "rejected"):
+            if chat:
+                continue
             if not isinstance(rec[k], str):
-                raise JsonlError(f"{where}: field {k!r} must be a string")
-        if "prompt" in rec:
+                raise JsonlError(f"{where}: field {k!r} must be a string (or a list of chat messages)")
+            if not rec[k].strip():
+                raise JsonlError(f"{where}: field {k!r} is empty")
+        if chat:  # UltraFeedback-binarized style: message lists sharing the prompt turns
+            try:
+                prompt, chosen = messages_to_pair(rec["chosen"], f"{where}: 'chosen': ")
+                prompt_r, rejected = messages_to_pair(rec["rejected"], f"{where}: 'rejected': ")
+            except ValueError as e:
+                raise JsonlError(str(e)) from None
+            if prompt != prompt_r:
+                counts["n_prompt_mismatch"] += 1
+                counts["mismatch_lines"].append(i)
+                if mismatched == "error":
+                    raise JsonlError(f"{where}: chosen and rejected conversations differ before the last turn")
+                continue
+        elif "prompt" in rec:
             if not isinstance(rec["prompt"], str) or not rec["prompt"].strip():
                 raise JsonlError(f"{where}: field 'prompt' is empty")
             prompt, chosen, rejected = rec["prompt"], rec["chosen"], rec["rejected"]
@@ -174,17 +215,32 @@ def read_preferences(path: str | Path, *, drop_invalid: bool = False, mismatched
 
 
 def read_demonstrations(path: str | Path) -> list[dict[str, str]]:
-    """Demonstrations ``[{"prompt", "response"}]`` from JSONL (both fields required and non-empty).
+    """Demonstrations ``[{"prompt", "response"}]`` from JSONL (both fields required and non-empty), or chat
+    records ``{"messages": [...]}`` ending with the assistant's turn (:func:`messages_to_pair`).
 
     Raises:
         FileNotFoundError: no such file. JsonlError: ``FILE:LINE`` for a malformed line, a missing or empty field,
             or a file with no demonstrations.
     """
     out = []
-    for i, rec in _iter_any_jsonl(Path(path), required=("prompt", "response"), nonempty=("prompt", "response")):
-        if not isinstance(rec["prompt"], str) or not isinstance(rec["response"], str):
+    for i, rec in _iter_any_jsonl(Path(path)):
+        if "response" not in rec and isinstance(rec.get("messages"), list):  # UltraChat-200k style
+            try:
+                prompt, resp = messages_to_pair(rec["messages"], f"{path}:{i}: 'messages': ")
+            except ValueError as e:
+                raise JsonlError(str(e)) from None
+        else:
+            missing = [k for k in ("prompt", "response") if k not in rec]
+            if missing:
+                raise JsonlError(f"{path}:{i}: missing field(s) {missing} (or give 'messages'); the line has "
+                                 f"{sorted(rec)}")
+            prompt, resp = rec["prompt"], rec["response"]
+        if not isinstance(prompt, str) or not isinstance(resp, str):
             raise JsonlError(f"{path}:{i}: prompt and response must be strings")
-        out.append({"prompt": rec["prompt"], "response": rec["response"]})
+        for k, v in (("prompt", prompt), ("response", resp)):
+            if not v.strip():
+                raise JsonlError(f"{path}:{i}: field {k!r} is empty")
+        out.append({"prompt": prompt, "response": resp})
     if not out:
         raise JsonlError(f"{path}: no demonstrations")
     return out
