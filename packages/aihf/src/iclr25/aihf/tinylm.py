@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -111,9 +112,11 @@ class TinyLMTask:
             ids = torch.cat([torch.full((p.numel(), 1), BOS, dtype=torch.long), p.view(-1, 1)], 1).to(self.device)
             past = None
             step_in = ids
+            # transformers >= 5 names the KV cache `cache` (`past_key_values` is deprecated there)
+            key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
             for _ in range(self.L):
-                res = model(input_ids=step_in, attention_mask=torch.ones_like(ids), past_key_values=past, use_cache=True)
-                past = res.past_key_values
+                res = model(input_ids=step_in, attention_mask=torch.ones_like(ids), use_cache=True, **{key: past})
+                past = res["cache"] if "cache" in res else res["past_key_values"]
                 probs = torch.softmax(res.logits[:, -1].float(), -1).cpu()
                 nxt = torch.multinomial(probs, 1, generator=g).to(self.device)
                 ids = torch.cat([ids, nxt], 1)
