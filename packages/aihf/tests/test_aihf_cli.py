@@ -68,8 +68,8 @@ def test_train_gridworld_and_baselines(tmp_path, capsys):
     assert all("normalized_return" in ln for ln in lines)
 
 
-def test_demo(capsys):
-    assert main(["demo", "--quiet"]) == 0
+def test_demo(capsys, tmp_path):
+    assert main(["demo", "--quiet", "--out", str(tmp_path / "demo")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("aihf demo: AIHF regret")
 
