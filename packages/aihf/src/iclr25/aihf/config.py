@@ -1,0 +1,249 @@
+"""Configs (dataclasses; the CLI is generated from them with tyro). Light: imports neither numpy nor torch.
+
+:class:`AIHFConfig` holds the method's hyperparameters (the bilevel objective of the spec, "Bi-level
+objective", and the single-loop algorithm, "Algorithm"); the command configs add the task, the data and the
+shared flags (:class:`iclr25.core.config.CommonOptions`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+
+__all__ = ["AIHFConfig", "TinyLMConfig", "TextOptions", "TrainConfig", "EvaluateConfig", "DemoConfig",
+           "ReproduceConfig", "check_finite"]
+
+
+def check_finite(name: str, value: float, *, lo: float | None = None, hi: float | None = None,
+                 lo_open: bool = False, hi_open: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is a finite number inside the given bounds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise ValueError(f"{name}={value} must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and (value >= hi if hi_open else value > hi):
+        raise ValueError(f"{name}={value} must be {'<' if hi_open else '<='} {hi}")
+
+
+@dataclass(kw_only=True)
+class AIHFConfig:
+    """Hyperparameters of AIHF (spec "Bi-level objective" and "Algorithm").
+
+    The upper level maximises ``w * L_D(theta) + (1 - w) * L_P(theta)`` (demonstration likelihood of the induced
+    policy, Bradley-Terry likelihood of the preferences); the lower level is the KL-regularised policy
+    ``pi_theta ∝ pi_ref exp(Q_theta / beta)``. Defaults are the spec's (its bandit / gridworld prototype), the
+    paper's exact values could not be read (README, deviation 1).
+    """
+
+    w: float = 0.5
+    """Weight of the demonstration term, in [0, 1]: 0 = RLHF (preferences only), 1 = ML-IRL (demonstrations only;
+    SFT in the tabular one-step case)."""
+    beta: float = 1.0
+    """KL (entropy) coefficient beta > 0 of the lower level; the demonstration gradient is scaled by 1/beta."""
+    reward_lr: float = 0.2
+    """Reward step size alpha of the single loop (step 2.3)."""
+    policy_lr: float = 0.5
+    """Mirror-step size eta in (0, 1] of the tabular policy step (bandit); 1 = jump to the soft-optimal policy."""
+    policy_steps: int = 1
+    """K: policy-update steps per outer iteration (bandit: mirror steps; gridworld: warm-started soft Bellman
+    backups, 0 = solve soft value iteration to convergence)."""
+    iters: int = 150
+    """T: outer iterations of the single loop."""
+    l2: float = 1e-4
+    """L2 coefficient lambda on the reward parameters (lambda * ||theta||^2 is added to the minimised loss)."""
+    demo_loss: Literal["irl", "logistic"] = "irl"
+    """Demonstration term: 'irl' = the paper's linear ML-IRL gradient (1/beta)(grad r(y_E) - grad r(y'));
+    'logistic' = the authors' code's pair loss -log sigmoid(r(y_E) - r(y'))."""
+    weighting: Literal["mean", "per_pair"] = "mean"
+    """'mean' = the paper's w : (1 - w) on averaged losses; 'per_pair' = the authors' code's per-pair weights in one
+    concatenated set, (N_D w) : (N_P (1 - w))."""
+    agent_samples: int = 0
+    """Agent samples per demonstration drawn from the current policy at each iteration; 0 = the exact expectation
+    (tabular tasks only)."""
+    pref_batch: int | None = None
+    """Preference minibatch per reward step (None: all pairs)."""
+    demo_batch: int | None = None
+    """Demonstration minibatch per reward step (None: all demonstrations)."""
+
+    def __post_init__(self) -> None:
+        check_finite("w", self.w, lo=0.0, hi=1.0)
+        check_finite("beta", self.beta, lo=0.0, lo_open=True)
+        check_finite("reward_lr", self.reward_lr, lo=0.0, lo_open=True)
+        check_finite("policy_lr", self.policy_lr, lo=0.0, hi=1.0, lo_open=True)
+        check_finite("l2", self.l2, lo=0.0)
+        for name in ("policy_steps", "agent_samples"):
+            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        if self.iters < 0:
+            raise ValueError(f"iters must be >= 0, got {self.iters}")
+        for name in ("pref_batch", "demo_batch"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1 (or None for all), got {v}")
+        if self.demo_loss not in ("irl", "logistic"):
+            raise ValueError(f"demo_loss must be 'irl' or 'logistic', got {self.demo_loss!r}")
+        if self.weighting not in ("mean", "per_pair"):
+            raise ValueError(f"weighting must be 'mean' or 'per_pair', got {self.weighting!r}")
+
+
+@dataclass(kw_only=True)
+class TinyLMConfig:
+    """The tiny-LM experiment and the implicit (DPO-form) trainer (spec "CPU-scale reproduction" C)."""
+
+    rounds: int = 3
+    """AIHF-DPO rounds (each: sample agent responses from pi_old, cache reference / pi_old log-probs, train)."""
+    epochs: int = 2
+    """Passes over the demonstration/preference pairs per round."""
+    lm_lr: float = 1e-3
+    """AdamW learning rate of the policy."""
+    lm_batch: int = 64
+    """Pairs per optimiser step (each step: a demonstration-vs-agent pair and a preference pair per example)."""
+    dpo_beta: float = 0.5
+    """beta of the implicit reward beta log(pi / pi_ref) (also the task's KL coefficient for the SIR demos)."""
+    variant: Literal["aihf-dpo", "self-play"] = "aihf-dpo"
+    """Reference of the demonstration term: 'aihf-dpo' = pi_ref (the initial model); 'self-play' = pi_old, the
+    iterate at the start of the round (Self-Play-AIHF). Agent samples come from pi_old in both."""
+    sft_epochs: int = 3
+    """SFT epochs on the demonstrations (the SFT and SFT->DPO baselines)."""
+    n_eval: int = 256
+    """Samples drawn to measure mean true reward and KL to pi_ref."""
+    vocab: int = 24
+    """Content tokens of the task's own vocabulary (plus pad and BOS/EOS)."""
+    n_good: int = 6
+    """How many content tokens are 'good' (true reward = count of good tokens in the response)."""
+    length: int = 8
+    """Response length in tokens."""
+    n_prompts: int = 4
+    """Distinct one-token prompts."""
+
+    def __post_init__(self) -> None:
+        for name in ("rounds", "epochs", "lm_batch", "n_eval", "vocab", "n_good", "length", "n_prompts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.sft_epochs < 0:
+            raise ValueError(f"sft_epochs must be >= 0, got {self.sft_epochs}")
+        if self.n_good >= self.vocab:
+            raise ValueError(f"n_good={self.n_good} must be < vocab={self.vocab}")
+        check_finite("lm_lr", self.lm_lr, lo=0.0, lo_open=True)
+        check_finite("dpo_beta", self.dpo_beta, lo=0.0, lo_open=True)
+        if self.variant not in ("aihf-dpo", "self-play"):
+            raise ValueError(f"variant must be 'aihf-dpo' or 'self-play', got {self.variant!r}")
+
+
+@dataclass(kw_only=True)
+class TextOptions:
+    """Your own model and data (``--task text``)."""
+
+    policy: str | None = None
+    """Policy model: a local folder (save_pretrained) or a Hugging Face id, e.g. EleutherAI/pythia-1b-deduped."""
+    reward_model: str | None = None
+    """Explicit form: reward-model backbone (local folder or id, e.g. EleutherAI/pythia-1.4b); without it the implicit
+    (DPO) form is trained."""
+    demos: Path | None = None
+    """Demonstrations JSONL: {"prompt", "response"} per line."""
+    prefs: Path | None = None
+    """Preferences JSONL: {"prompt", "chosen", "rejected"}, or HH-style {"chosen", "rejected"} dialogues (.jsonl or
+    .jsonl.gz; split at the last '\\n\\nAssistant:')."""
+    hh: bool = False
+    """Use the mirrored Anthropic-HH harmless test pairs ($ICLR25_DATA/aihf) as preferences and their chosen responses
+    as demonstrations (plumbing; red-teaming content, never printed)."""
+    agent_samples_file: Path | None = None
+    """Agent samples JSONL {"prompt", "response"} for the demonstration prompts (default: sample from the policy)."""
+    agent_endpoint: str | None = None
+    """OpenAI-compatible server (e.g. vLLM, http://localhost:8000/v1) that serves the policy for agent samples."""
+    agent_model: str | None = None
+    """Model name on --agent-endpoint (default: --policy)."""
+    drop_invalid: bool = False
+    """Drop preference pairs whose chosen and rejected are identical (the count is logged) instead of failing."""
+    max_pairs: int | None = None
+    """Use at most this many preference pairs (and demonstrations)."""
+    max_length: int = 256
+    """Most tokens per prompt + response (longer sequences lose prompt tokens from the left; never the response)."""
+    max_new_tokens: int = 64
+    """Tokens per agent sample."""
+    lora_r: int = 0
+    """LoRA rank for the policy (and reward model) through peft; 0 = full fine-tuning."""
+    lora_alpha: int = 16
+    """LoRA alpha."""
+    lr: float = 1e-6
+    """Learning rate (the authors' code: 1e-6 for reward model and PPO)."""
+    batch_size: int = 4
+    """Per-device pairs per step (the authors' code: 4)."""
+    grad_accum: int = 1
+    """Gradient-accumulation steps (accelerate)."""
+    policy_step: Literal["ppo", "none"] = "ppo"
+    """Explicit form: the policy step after each reward step ('ppo' = the built-in KL-penalised PPO step; plug your own
+    through iclr25.aihf.text.PolicyStep)."""
+    kl_coef: float = 0.05
+    """KL penalty coefficient to pi_ref in the PPO step (the authors' code: 0.05 initial)."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Weights dtype (core load_causal_lm)."""
+    device_map: str | None = None
+    """'auto' spreads a large model over the visible GPUs (accelerate)."""
+    load_in_4bit: bool = False
+    """4-bit NF4 weights (bitsandbytes, CUDA; use with --lora-r)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass."""
+
+
+@dataclass(kw_only=True)
+class TrainConfig(CommonOptions, SeedOption, AIHFConfig, TinyLMConfig, TextOptions):
+    """Train AIHF (or a baseline) on a synthetic task or on your own model and data."""
+
+    task: Literal["bandit", "gridworld", "tinylm", "text"] = "bandit"
+    """bandit (contextual bandit, exact lower level), gridworld (8x8 MDP, soft value iteration), tinylm (tiny GPT-2,
+    true reward = count of good tokens), text (your model and JSONL files)."""
+    method: Literal["aihf", "rlhf", "irl", "sft", "sft-rlhf", "dpo", "sft-dpo"] = "aihf"
+    """aihf (weight --w), rlhf (w = 0), irl (w = 1), sft, sft-rlhf (bandit/gridworld), dpo, sft-dpo (tinylm)."""
+    n_demo: int | None = None
+    """Demonstrations (default: bandit 400, gridworld 20 trajectories, tinylm 512)."""
+    n_pref: int = 10
+    """Preference pairs N_P."""
+    biased_demos: bool = False
+    """Demonstrations from theta_E = theta* + 0.7 noise instead of the optimal policy (bandit)."""
+    resume: bool = False
+    """Continue from <out>/checkpoint.pt: reward and policy state, optimisers, iteration/round and RNG."""
+    checkpoint_every: int = 50
+    """Iterations (tabular) between checkpoints; the LM tasks checkpoint after every round."""
+
+    def __post_init__(self) -> None:
+        AIHFConfig.__post_init__(self)
+        TinyLMConfig.__post_init__(self)
+        if self.n_pref < 0:
+            raise ValueError(f"n_pref must be >= 0, got {self.n_pref}")
+        if self.n_demo is not None and self.n_demo < 1:
+            raise ValueError(f"n_demo must be >= 1, got {self.n_demo}")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        check_finite("lr", self.lr, lo=0.0, lo_open=True)
+        check_finite("kl_coef", self.kl_coef, lo=0.0)
+        if self.max_pairs is not None and self.max_pairs < 1:
+            raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
+        if self.task == "text" and self.policy is None:
+            raise ValueError("--task text needs --policy (a local model folder or a Hugging Face id)")
+
+
+@dataclass(kw_only=True)
+class EvaluateConfig(CommonOptions):
+    """Evaluate a train run: regret / true objective (bandit), normalised return (gridworld), mean true reward and
+    KL to pi_ref (tinylm), preference accuracy of the learned reward (text)."""
+
+    run: Path
+    """The folder written by 'iclr25-aihf train' (holds checkpoint.pt and config.json)."""
+
+
+@dataclass(kw_only=True)
+class DemoConfig(CommonOptions, SeedOption):
+    """A 10-second bandit demo: RLHF, AIHF and SFT->RLHF with 10 preference pairs and 400 demonstrations."""
+
+    n_pref: int = 10
+    """Preference pairs."""
+
+
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
+    """Reproduce the paper's claims at CPU scale (--quick: about 2 minutes on 2 cores)."""

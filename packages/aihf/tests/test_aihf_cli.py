@@ -1,0 +1,115 @@
+"""CLI tests: --help everywhere, --version, train/evaluate/demo, --resume exactness, bad input -> exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from iclr25.aihf.cli import main
+
+
+def _code(fn, argv) -> int:
+    try:
+        return fn(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+@pytest.mark.parametrize("sub", [None, "train", "evaluate", "reproduce", "demo"])
+def test_help(sub, capsys):
+    argv = ([sub] if sub else []) + ["--help"]
+    assert _code(main, argv) == 0
+    assert "usage" in capsys.readouterr().out.lower()
+
+
+def test_version(capsys):
+    from iclr25.aihf import __version__
+
+    assert _code(main, ["--version"]) == 0
+    assert f"iclr25-aihf {__version__}" in capsys.readouterr().out
+
+
+def test_help_imports_nothing_heavy():
+    code = ("import sys; from iclr25.aihf.cli import main\ntry: main(['train', '--help'])\nexcept SystemExit: pass\n"
+            "bad = [m for m in ('torch', 'transformers', 'scipy', 'peft', 'accelerate') if m in sys.modules]\n"
+            "sys.stderr.write(repr(bad)); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_train_resume_is_exact_and_evaluate(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = ["--task", "bandit", "--n-pref", "10", "--quiet", "--pref-batch", "5", "--demo-batch", "64"]
+    assert main(["train", *common, "--iters", "40", "--out", str(a)]) == 0
+    assert main(["train", *common, "--iters", "20", "--out", str(b)]) == 0
+    assert main(["train", *common, "--iters", "40", "--resume", "--out", str(b)]) == 0
+    ca = torch.load(a / "checkpoint.pt", weights_only=True)
+    cb = torch.load(b / "checkpoint.pt", weights_only=True)
+    assert int(cb["iteration"]) == 40
+    assert torch.allclose(ca["theta"], cb["theta"], atol=1e-12, rtol=0)
+    assert torch.allclose(ca["log_pi"], cb["log_pi"], atol=1e-12, rtol=0)
+    res = json.loads((a / "results.json").read_text())
+    assert res["results"]["regret"] > 0 if "results" in res else res["regret"] > 0
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(a), "--out", str(tmp_path / "ev")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert out.startswith("aihf evaluate: bandit aihf: regret")
+    ev = json.loads((tmp_path / "ev" / "eval.json").read_text())
+    assert abs(ev["regret"] - (res.get("results", res))["regret"]) < 1e-12
+
+
+def test_train_gridworld_and_baselines(tmp_path, capsys):
+    for m in ("sft", "sft-rlhf", "rlhf"):
+        assert main(["train", "--task", "gridworld", "--method", m, "--n-pref", "5", "--iters", "10",
+                     "--policy-steps", "5", "--quiet", "--out", str(tmp_path / m)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all("normalized_return" in ln for ln in lines)
+
+
+def test_demo(capsys, tmp_path):
+    assert main(["demo", "--quiet", "--out", str(tmp_path / "demo")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("aihf demo: AIHF regret")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["train", "--w", "1.5"], "w=1.5"),
+    (["train", "--beta", "0"], "beta"),
+    (["train", "--task", "tinylm", "--method", "sft-rlhf"], "not a tinylm method"),
+    (["train", "--task", "text"], "--policy"),
+    (["train", "--task", "text", "--policy", "/nonexistent/model", "--demos", "DEMOS", "--prefs", "PREFS"],
+     "no such folder"),
+    (["evaluate", "--run", "/nonexistent/run"], "not a train run folder"),
+])
+def test_bad_input_exit_code_2(argv, msg, tmp_path, capsys):
+    (tmp_path / "d.jsonl").write_text('{"prompt": "p", "response": "r"}\n')
+    (tmp_path / "p.jsonl").write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n')
+    argv = [str(tmp_path / "d.jsonl") if x == "DEMOS" else str(tmp_path / "p.jsonl") if x == "PREFS" else x
+            for x in argv]
+    code = main([*argv, "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_bad_jsonl_line_exit_code_2(tmp_path, capsys):
+    # the data are read (and checked) before any model is loaded
+    m = tmp_path / "no-model"
+    (tmp_path / "d.jsonl").write_text('{"prompt": "p", "response": "r"}\n{"prompt": \n')
+    (tmp_path / "p.jsonl").write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n')
+    code = main(["train", "--task", "text", "--policy", str(m), "--demos", str(tmp_path / "d.jsonl"), "--prefs",
+                 str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 2
+    assert "d.jsonl:2" in capsys.readouterr().err
+
+
+def test_config_presets_parse():
+    from pathlib import Path
+
+    from iclr25.aihf.config import TrainConfig
+    from iclr25.core.config import load_config_file
+
+    d = load_config_file(Path(__file__).resolve().parents[1] / "configs" / "hh_pythia.yaml")
+    cfg = TrainConfig(**d)
+    assert cfg.policy == "EleutherAI/pythia-1b-deduped" and cfg.reward_model == "EleutherAI/pythia-1.4b"
