@@ -1,0 +1,3 @@
+"""iclr25-sharpening."""
+from ._version import __version__
+
