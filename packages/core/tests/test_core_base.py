@@ -13,7 +13,8 @@ from iclr25.core.seed import seed_everything
 
 def test_base_is_torch_free():
     code = ("import iclr25.core, iclr25.core.results, iclr25.core.registry, iclr25.core.data, "
-            "iclr25.core.seed, iclr25.core.config, iclr25.core.lm, sys; assert 'torch' not in sys.modules")
+            "iclr25.core.seed, iclr25.core.config, iclr25.core.lm, iclr25.core.threads, iclr25.core.jsonl, "
+            "iclr25.core.progress, iclr25.core.runinfo, iclr25.core.lm.loading, sys; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

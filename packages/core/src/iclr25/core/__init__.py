@@ -2,7 +2,8 @@
 
 Torch-free at its base: ``results`` (claims and reports), ``registry`` (method discovery and the
 ``iclr25`` command), ``data`` (mirror / cache resolution with checksums), ``seed``, ``config``
-(dataclass configs from YAML/JSON files and flags). Causal-LM helpers live in
+(dataclass configs from YAML/JSON files and flags, the shared CLI conventions), ``threads``,
+``jsonl``, ``progress``, ``runinfo``. Causal-LM helpers live in
 ``iclr25.core.lm`` (extra ``iclr25-core[lm]``).
 """
 

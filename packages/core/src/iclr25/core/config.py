@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import types
 import typing
@@ -28,7 +29,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-__all__ = ["ConfigError", "load_config_file", "config_from_dict", "parse_config", "Command", "run_cli"]
+__all__ = [
+    "ConfigError",
+    "load_config_file",
+    "config_from_dict",
+    "parse_config",
+    "Command",
+    "run_cli",
+    "CommonOptions",
+    "SeedOption",
+    "SeedsOption",
+    "ReproduceOptions",
+    "reproduce_command",
+    "validate_device",
+    "default_out",
+]
 
 T = TypeVar("T")
 
@@ -168,20 +183,147 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, prog: str |
     return tyro.cli(cls, args=rest, default=default, prog=prog, description=doc)
 
 
+_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def validate_device(device: str) -> str:
+    """Check a ``--device`` value: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+
+    Returns:
+        ``device`` unchanged.
+
+    Raises:
+        ConfigError: any other value (the message lists the valid ones).
+    """
+    if not isinstance(device, str) or not _DEVICE_RE.match(device):
+        raise ConfigError(f"device={device!r} is not valid; use auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+@dataclass(kw_only=True)
+class CommonOptions:
+    """Flags every command shares, provided by the core so packages cannot drift.
+
+    Inherit it in each command's config dataclass (fields are keyword-only, so the subclass may
+    declare required fields of its own). :func:`run_cli` fills ``out`` when it is ``None``
+    (``runs/<slug>/<command>``, or ``results/<slug>`` for :class:`ReproduceOptions`), applies
+    ``threads`` (:func:`iclr25.core.threads.set_threads`), validates ``device`` and sets the log
+    level from ``quiet`` (which also turns :func:`iclr25.core.progress.progress` bars off).
+    """
+
+    out: Path | None = None
+    """Output folder (default: runs/<slug>/<command>; results/<slug> for reproduce)."""
+    device: str = "auto"
+    """Device: auto (CUDA when available, else CPU), cpu, cuda, cuda:N or mps."""
+    threads: int | None = None
+    """CPU threads for torch/BLAS (None: the library default)."""
+    quiet: bool = False
+    """Warnings only; no progress bars."""
+
+
+@dataclass(kw_only=True)
+class SeedOption:
+    """Mix-in: one seed."""
+
+    seed: int = 0
+    """Random seed (>= 0)."""
+
+
+@dataclass(kw_only=True)
+class SeedsOption:
+    """Mix-in: several seeds (one type everywhere: a tuple of ints)."""
+
+    seeds: tuple[int, ...] = (0,)
+    """Random seeds, e.g. --seeds 0 1 2."""
+
+
+@dataclass(kw_only=True)
+class ReproduceOptions(CommonOptions):
+    """Reproduce the paper's claims at CPU scale; write results.json / results.md."""
+
+    quick: bool = False
+    """The CPU-scale quick reproduction (minutes on 2 cores) instead of the full CPU run."""
+    seeds: tuple[int, ...] | None = None
+    """Seeds to run (default: the method's own quick/full seeds)."""
+
+
+def default_out(prog: str, command: str, cfg: Any) -> Path:
+    """The default output folder of ``prog command``: ``results/<slug>`` for a reproduction,
+    ``runs/<slug>/<command>`` otherwise (``slug`` = ``prog`` without the ``iclr25-`` prefix)."""
+    slug = prog.removeprefix("iclr25-")
+    if isinstance(cfg, ReproduceOptions):
+        return Path("results") / slug
+    return Path("runs") / slug / command
+
+
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its config dataclass, the function that runs it, and a one-line help."""
+    """A subcommand: its config dataclass, the function that runs it, and a one-line help.
+
+    Args:
+        config: the config dataclass (ideally a :class:`CommonOptions` subclass).
+        run: ``run(cfg) -> int | None`` (the exit code; ``None`` means 0).
+        help: one line shown in ``prog --help``.
+        deprecated: old flag -> new flag (e.g. ``{"--output-dir": "--out"}``); an old flag still
+            works and logs a deprecation warning naming the new one.
+    """
 
     config: type
     run: Callable[[Any], int | None]
     help: str = ""
+    deprecated: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _rewrite_deprecated(prog: str, args: list[str], deprecated: Mapping[str, str]) -> list[str]:
+    import warnings
+
+    out = []
+    for a in args:
+        flag, eq, val = a.partition("=")
+        if flag in deprecated:
+            new = deprecated[flag]
+            msg = f"{prog}: {flag} is deprecated and will be removed in the next minor release; use {new}"
+            warnings.warn(msg, FutureWarning, stacklevel=3)
+            print(f"warning: {msg}", file=sys.stderr)
+            a = new + (eq + val if eq else "")
+        out.append(a)
+    return out
+
+
+def _apply_common(prog: str, name: str, cfg: Any) -> Any:
+    """Fill ``out``, validate ``device``, apply ``threads`` and the log level (see CommonOptions)."""
+    if not isinstance(cfg, CommonOptions):
+        return cfg
+    validate_device(cfg.device)
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ConfigError(f"threads={cfg.threads} must be >= 1 (or omitted for the library default)")
+    seed = getattr(cfg, "seed", None)
+    if isinstance(seed, int) and seed < 0:
+        raise ConfigError(f"seed={seed} must be >= 0")
+    seeds = getattr(cfg, "seeds", None)
+    if seeds is not None and (len(seeds) == 0 or any(s < 0 for s in seeds)):
+        raise ConfigError(f"seeds={seeds} must be a non-empty list of integers >= 0")
+    if cfg.out is None:
+        cfg.out = default_out(prog, name, cfg)
+    if cfg.threads is not None:
+        from .threads import set_threads
+
+        set_threads(cfg.threads)
+    from .progress import configure_logging
+
+    configure_logging(cfg.quiet)
+    return cfg
 
 
 def run_cli(prog: str, description: str, commands: Mapping[str, Command],
-            argv: Sequence[str] | None = None) -> int:
+            argv: Sequence[str] | None = None, *, version: str | None = None) -> int:
     """Dispatch ``prog SUBCOMMAND [--config FILE] [flags]``; returns the exit code.
 
-    ``prog --help`` lists the subcommands; ``prog SUB --help`` lists SUB's flags with defaults.
+    ``prog --help`` lists the subcommands; ``prog SUB --help`` lists SUB's flags with defaults;
+    ``prog --version`` prints ``prog <version>``. Configs that inherit :class:`CommonOptions` get
+    the shared flags' behaviour (see there). Deprecated flags (:attr:`Command.deprecated`) are
+    rewritten with a warning.
+
     A :class:`ConfigError` or ``ValueError`` raised while parsing or validating the config (e.g.
     in the dataclass's ``__post_init__``), and a ``ValueError`` or ``FileNotFoundError`` raised by
     the command itself (bad input data), is printed as ``prog SUB: error: ...`` with exit code 2,
@@ -191,22 +333,26 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     width = max(len(n) for n in commands) if commands else 0
     listing = "\n".join(f"  {n:<{width}}  {c.help}" for n, c in commands.items())
     usage = f"usage: {prog} {{{','.join(commands)}}} [--config FILE] [flags]\n\n{description}\n\n" \
-            f"subcommands:\n{listing}\n\nRun '{prog} SUBCOMMAND --help' for its flags."
+            f"subcommands:\n{listing}\n\nRun '{prog} SUBCOMMAND --help' for its flags; " \
+            f"'{prog} --version' for the version."
     if not args or args[0] in ("-h", "--help"):
         print(usage)
         return 0 if args else 2
     name, rest = args[0], args[1:]
-    if name == "--version":
-        print(prog)
+    if name in ("--version", "-V"):
+        print(f"{prog} {version}" if version else prog)
         return 0
     if name not in commands:
         print(f"{prog}: error: unknown subcommand {name!r}; choose from {list(commands)}", file=sys.stderr)
         return 2
     cmd = commands[name]
+    debug = os.environ.get("ICLR25_DEBUG") == "1"
     try:
+        rest = _rewrite_deprecated(f"{prog} {name}", rest, cmd.deprecated)
         cfg = parse_config(cmd.config, rest, prog=f"{prog} {name}", description=cmd.help)
+        cfg = _apply_common(prog, name, cfg)
     except (ConfigError, ValueError) as e:
-        if os.environ.get("ICLR25_DEBUG") == "1":
+        if debug:
             raise
         print(f"{prog} {name}: error: {e}", file=sys.stderr)
         return 2
@@ -215,8 +361,64 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     try:
         code = cmd.run(cfg)
     except (ValueError, FileNotFoundError) as e:
-        if os.environ.get("ICLR25_DEBUG") == "1":
+        if debug:
             raise
         print(f"{prog} {name}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{prog} {name}: interrupted", file=sys.stderr)
+        return 130
     return int(code or 0)
+
+
+def _load_target(target: Callable[..., Any] | str) -> Callable[..., Any]:
+    if callable(target):
+        return target
+    import importlib
+
+    mod, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"reproduce target {target!r} must be 'module:function'")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def reproduce_command(slug: str, reproduce: Callable[..., Any] | str, version: str, *,
+                      config: type = ReproduceOptions, help: str | None = None,
+                      deprecated: Mapping[str, str] | None = None) -> Command:
+    """The ``reproduce`` subcommand every method package shares.
+
+    Args:
+        slug: the method's slug (``results/<slug>`` is the default ``--out``).
+        reproduce: ``reproduce(quick, out_dir, **kw) -> list[Claim]``, or its ``"module:attr"``
+            path (imported only when the command runs, so ``--help`` stays light).
+        version: the package version recorded in the report.
+        config: :class:`ReproduceOptions` or a subclass; fields a subclass adds are passed to
+            ``reproduce`` as keyword arguments. ``seeds`` and ``device`` are passed when
+            ``reproduce`` accepts them (a non-default value it cannot take is an error).
+        help: the one-line help (default: the config's docstring).
+        deprecated: old flag -> new flag, as in :class:`Command`.
+
+    Returns:
+        A :class:`Command` that runs :func:`iclr25.core.registry.run_reproduction`, prints the
+        claims table and ends with a one-line summary.
+    """
+    if not (isinstance(config, type) and issubclass(config, ReproduceOptions)):
+        raise TypeError(f"config must be ReproduceOptions or a subclass, got {config!r}")
+    base = {f.name for f in dataclasses.fields(ReproduceOptions)}
+
+    def run(cfg: ReproduceOptions) -> int:
+        from .registry import run_reproduction
+        from .results import claims_table
+
+        fn = _load_target(reproduce)
+        extra = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in base}
+        rep = run_reproduction(slug, fn, quick=cfg.quick, out_dir=cfg.out, version=version,
+                               seeds=cfg.seeds, device=cfg.device, strict=True, **extra)
+        print(claims_table(rep.claims))
+        held = sum(c.holds for c in rep.claims)
+        print(f"{slug}: {held}/{len(rep.claims)} claims hold ({'quick' if cfg.quick else 'full'}, "
+              f"{rep.seconds:.0f} s) -> {Path(cfg.out) / 'results.json'}")
+        return 0
+
+    doc = help or (config.__doc__ or "").strip().splitlines()[0]
+    return Command(config, run, doc, dict(deprecated or {}))

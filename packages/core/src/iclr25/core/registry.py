@@ -22,6 +22,7 @@ a claim that does not hold is a result, not a failure, and does not change the e
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import sys
 import time
@@ -71,40 +72,75 @@ def discover() -> dict[str, MethodEntry]:
     return dict(sorted(found.items()))
 
 
+def _accepts(fn: Callable[..., object], name: str) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return name in sig.parameters or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
 def run_reproduction(
     slug: str,
-    fn: ReproduceFn,
+    fn: Callable[..., object],
     *,
     quick: bool,
     out_dir: str | Path,
     version: str = "?",
+    seeds: Sequence[int] | None = None,
+    device: str | None = None,
+    strict: bool = False,
+    **kwargs: object,
 ) -> Report:
     """Run one method's ``reproduce`` and write ``out_dir/results.{json,md}``.
 
     Args:
         slug: the method's slug (used in the report).
-        fn: ``reproduce(quick, out_dir) -> list[Claim]``.
+        fn: ``reproduce(quick, out_dir, **kw) -> list[Claim]``.
         quick: CPU-scale quick mode.
         out_dir: folder for the results (created).
         version: the package version recorded in the report.
+        seeds: passed as ``seeds=`` when not ``None`` and ``fn`` accepts it.
+        device: passed as ``device=`` when not ``None``/``"auto"`` and ``fn`` accepts it.
+        strict: a ``seeds``/``device`` that ``fn`` cannot take is an error (package CLIs);
+            otherwise it is logged and ignored (the umbrella over many methods).
+        **kwargs: passed to ``fn`` as they are.
 
     Returns:
-        The written :class:`Report`.
+        The written :class:`Report`; it records wall and CPU seconds (this process and its
+        children), the seeds and device asked for, and :func:`iclr25.core.runinfo.run_info`.
 
     Raises:
         TypeError: if ``fn`` returns anything but a sequence of :class:`Claim`.
+        ValueError: with ``strict``, a ``seeds``/``device`` that ``fn`` does not accept.
         Whatever ``fn`` raises is propagated.
     """
+    from .runinfo import cpu_seconds, run_info
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    kw = dict(kwargs)
+    for name, value, unset in (("seeds", seeds, None), ("device", device, "auto")):
+        if value is None or value == unset:
+            continue
+        if _accepts(fn, name):
+            kw[name] = list(value) if name == "seeds" else value
+        elif strict:
+            raise ValueError(f"{slug}: this reproduction does not take --{name}")
+        else:
+            log.warning("%s: reproduce() does not take %s=%r; running with its defaults", slug, name, value)
     t0 = time.perf_counter()
-    claims = fn(quick, out)
+    c0 = cpu_seconds()
+    claims = fn(quick, out, **kw)
     seconds = time.perf_counter() - t0
-    claims = list(claims)
+    cpu = cpu_seconds() - c0
+    claims = list(claims)  # type: ignore[call-overload]
     bad = [type(c).__name__ for c in claims if not isinstance(c, Claim)]
     if bad:
         raise TypeError(f"{slug}: reproduce() must return Claim objects, got {bad}")
-    report = Report(method=slug, version=version, quick=quick, seconds=seconds, claims=claims)
+    env = run_info(source=getattr(fn, "__module__", None))
+    report = Report(method=slug, version=version, quick=quick, seconds=seconds, claims=claims,
+                    cpu_seconds=cpu, seeds=kw.get("seeds"), device=kw.get("device", "default"), env=env)
     write_report(report, out)
     return report
 
@@ -122,7 +158,7 @@ def _cmd_list(_: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
+    from .progress import progress
 
     methods = discover()
     wanted = args.slugs or list(methods)
@@ -136,16 +172,33 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if not wanted:
         print("no iclr25 methods installed; nothing to reproduce", file=sys.stderr)
         return 1
+    if args.device is not None:
+        from .config import validate_device
+
+        try:
+            validate_device(args.device)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    if args.threads is not None:
+        from .threads import set_threads
+
+        set_threads(args.threads)
+    if args.quiet:
+        import os
+
+        os.environ["ICLR25_QUIET"] = "1"
     out_root = Path(args.out)
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
-    bar = tqdm(wanted, desc="reproduce", unit="method", file=sys.stderr, disable=args.quiet)
+    bar = progress(wanted, desc="reproduce", unit="method")
     for slug in bar:
         bar.set_postfix_str(slug)
         entry = methods[slug]
         try:
             report = run_reproduction(
-                slug, entry.load(), quick=args.quick, out_dir=out_root / slug, version=entry.version
+                slug, entry.load(), quick=args.quick, out_dir=out_root / slug, version=entry.version,
+                seeds=args.seeds, device=args.device,
             )
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
@@ -187,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quick", action="store_true", help="CPU-scale quick mode (minutes on 2 cores)")
     sp.add_argument("--out", default="results", help="output folder (default: ./results)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--device", default=None,
+                    help="auto|cpu|cuda|cuda:N|mps, passed to methods whose reproduce() takes it")
+    sp.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="seeds, passed to methods whose reproduce() takes them")
+    sp.add_argument("--threads", type=int, default=None, help="CPU threads for torch/BLAS")
     sp.set_defaults(func=_cmd_reproduce)
     return p
 

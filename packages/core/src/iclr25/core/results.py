@@ -190,7 +190,12 @@ class Report:
         quick: whether the CPU-scale quick mode was used.
         seconds: wall time of the run in seconds.
         claims: the claims measured.
-        extra: free-form JSON-serialisable metadata (seeds, library versions, raw metrics).
+        extra: free-form JSON-serialisable metadata (library versions, raw metrics).
+        cpu_seconds: CPU time of the run (user + system, this process and its children).
+        seeds: the seeds the run was asked to use (``None``: the method's defaults).
+        device: the device the run was asked to use (``"default"``: the method's own choice).
+        env: the run environment (:func:`iclr25.core.runinfo.run_info`: Python, platform, CPU,
+            GPU, library versions, git commit).
     """
 
     method: str
@@ -199,6 +204,10 @@ class Report:
     seconds: float
     claims: list[Claim] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_seconds: float | None = None
+    seeds: list[int] | None = None
+    device: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     python: str = field(default_factory=platform.python_version)
 
@@ -224,10 +233,13 @@ class Report:
     def to_markdown(self) -> str:
         held = sum(c.holds for c in self.claims)
         mode = "quick (CPU scale)" if self.quick else "full"
+        cpu = f" wall, {self.cpu_seconds:.1f} s CPU" if self.cpu_seconds is not None else ""
+        commit = self.env.get("git_commit") if isinstance(self.env, dict) else None
+        at = f" at {commit[:10]}" if commit else ""
         out = [
             f"# {self.method} — reproduction ({mode})",
             "",
-            f"iclr25-{self.method} {self.version}, {self.seconds:.1f} s, {self.created}; "
+            f"iclr25-{self.method} {self.version}{at}, {self.seconds:.1f} s{cpu}, {self.created}; "
             f"{held}/{len(self.claims)} claims hold.",
             "",
             claims_table(self.claims),

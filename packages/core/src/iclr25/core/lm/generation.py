@@ -2,7 +2,9 @@
 
 - :class:`TransformersGenerator`: a local Hugging Face causal LM, batched, left-padded.
 - :class:`OpenAIChatGenerator`: any OpenAI-compatible chat-completions server (vLLM's
-  ``vllm serve``, hosted APIs), with timeouts, retries and concurrent requests. The API key comes
+  ``vllm serve``, hosted APIs), with timeouts, retries and concurrent requests.
+- :class:`OpenAICompletionGenerator`: the same server's plain ``/v1/completions`` endpoint,
+  for raw continuations of a prompt (no chat template), as sampling from a base model needs. The API key comes
   from the argument or the environment and is never logged or shown in ``repr``.
 
 Neither backend is imported until used; the HTTP backend needs only ``openai``
@@ -18,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["GenerationConfig", "TextGenerator", "TransformersGenerator", "OpenAIChatGenerator"]
+__all__ = ["GenerationConfig", "TextGenerator", "TransformersGenerator", "OpenAIChatGenerator",
+           "OpenAICompletionGenerator"]
 
 log = logging.getLogger(__name__)
 
@@ -181,3 +184,37 @@ class OpenAIChatGenerator:
         cfg = config or GenerationConfig()
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(lambda p: self._one(p, cfg), prompts))
+
+
+class OpenAICompletionGenerator(OpenAIChatGenerator):
+    """An OpenAI-compatible *completions* endpoint (``/v1/completions``) as a :class:`TextGenerator`.
+
+    The prompt is continued as raw text, with no chat template and no system message — what
+    sampling continuations from a base model needs (vLLM serves this endpoint for every model).
+    Arguments as :class:`OpenAIChatGenerator` (``system_prompt`` is not accepted).
+
+    Extra:
+        stop: optional stop strings sent with each request.
+    """
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0, max_retries: int = 3, concurrency: int = 4,
+                 stop: Sequence[str] | None = None) -> None:
+        super().__init__(model, base_url=base_url, api_key=api_key, timeout=timeout,
+                         max_retries=max_retries, concurrency=concurrency)
+        self.stop = list(stop) if stop else None
+
+    def __repr__(self) -> str:
+        return f"OpenAICompletionGenerator(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _one(self, prompt: str, cfg: GenerationConfig) -> str:
+        kw: dict[str, Any] = {}
+        if cfg.seed is not None:
+            kw["seed"] = cfg.seed
+        if self.stop:
+            kw["stop"] = self.stop
+        resp = self._client.completions.create(
+            model=self.model, prompt=prompt, max_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature, top_p=cfg.top_p, **kw,
+        )
+        return resp.choices[0].text or ""
