@@ -160,7 +160,7 @@ def sample_responses(model, tokenizer, prompts: Sequence[str], n: int, *, temper
     """
     import torch
 
-    from .progress import progress_bar
+    from iclr25.core.progress import progress as progress_bar
 
     prompts = check_prompts(prompts)
     n = check_n(n)
@@ -183,7 +183,8 @@ def sample_responses(model, tokenizer, prompts: Sequence[str], n: int, *, temper
     try:
         with torch.no_grad():
             starts = range(0, rows, batch_size)
-            for s in progress_bar(starts, desc="sample", total=len(starts), unit="batch", enabled=progress):
+            for s in progress_bar(starts, desc="sample", total=len(starts), unit="batch",
+                                  quiet=None if progress else True):
                 sl = slice(s, s + batch_size)
                 am = Pmrep[sl].to(dev)
                 gen = model.generate(input_ids=Prep[sl].to(dev), attention_mask=am, **kw)

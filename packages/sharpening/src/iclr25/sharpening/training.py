@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 __all__ = ["TrainConfig", "PolicyTrainer", "apply_lora", "save_policy", "load_policy_weights",
-           "check_positive", "check_nonneg"]
+           "set_trainable_state", "check_positive", "check_nonneg"]
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +121,16 @@ def load_policy_weights(model, path: str | Path) -> None:
     """Load trainable weights saved by :meth:`PolicyTrainer.save_checkpoint` into ``model`` (safetensors)."""
     from safetensors.torch import load_file
 
-    sd = load_file(str(path))
+    set_trainable_state(model, load_file(str(path)), source=str(path))
+
+
+def set_trainable_state(model, sd: dict, source: str = "state") -> None:
+    """Copy a ``{name: tensor}`` dict of trainable weights into ``model`` (names must match exactly)."""
     own = dict(model.named_parameters())
     missing = [k for k, v in own.items() if v.requires_grad and k not in sd]
     unknown = [k for k in sd if k not in own]
     if missing or unknown:
-        raise ValueError(f"checkpoint {path} does not fit this model: missing {missing[:3]}, unknown {unknown[:3]} "
+        raise ValueError(f"checkpoint {source} does not fit this model: missing {missing[:3]}, unknown {unknown[:3]} "
                          "(was it written with another --lora-r or model?)")
     import torch
 
@@ -237,14 +241,14 @@ class PolicyTrainer:
         Writes a checkpoint at the end of each epoch (and every ``cfg.save_every`` steps) when
         ``checkpoint_dir`` is given, and one JSON line per step to ``metrics_path``.
         """
-        from .progress import progress_bar
+        from iclr25.core.progress import progress as progress_bar
 
         hist: list[dict] = []
         end = self.cfg.epochs * self.per_epoch
         if max_steps is not None:
             end = min(end, self.step + max_steps)
         bar = progress_bar(range(self.step, end), desc="train", total=end - self.step, unit="step",
-                           enabled=progress and self.is_main)
+                           quiet=None if (progress and self.is_main) else True)
         fh = open(metrics_path, "a", encoding="utf-8") if (metrics_path and self.is_main) else None
         try:
             for s in bar:
