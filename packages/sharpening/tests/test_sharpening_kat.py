@@ -228,7 +228,7 @@ def _generation_logprobs(model, tok, prompts, **kw):
     tok_lp = steps.gather(-1, new[:, :steps.shape[1], None]).squeeze(-1)
     eos = new == tok.eos_token_id
     alive = torch.cumsum(eos.long(), 1) - eos.long() == 0                                 # up to first EOS
-    gen = (tok_lp * alive).sum(1)
+    gen = torch.where(alive, tok_lp, torch.zeros_like(tok_lp)).sum(1)   # -inf after EOS under top-k
     ids = torch.cat([P, new], 1)
     am = torch.cat([Pm, alive.long()], 1)
     rm = torch.cat([torch.zeros_like(Pm), alive.long()], 1)

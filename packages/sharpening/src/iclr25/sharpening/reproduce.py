@@ -69,7 +69,7 @@ class ReproSettings:
     sft_batch: int = 32
     rlhf_betas: tuple[float, ...] = (1.0, 0.5, 0.25)
     rlhf_epochs: int = 10
-    rlhf_lr: float = 1e-3
+    rlhf_lr: float = 3e-4
     rlhf_batch: int = 32
     coverage: bool = False
     coverage_tasks: tuple[tuple[float, int], ...] = ((0.4, 10), (0.2, 20), (0.1, 40))

@@ -196,10 +196,10 @@ def sample_responses(model, tokenizer, prompts: Sequence[str], n: int, *, temper
     has = is_eos.any(1)
     first = torch.where(has, is_eos.float().argmax(1), torch.full((rows,), max_new_tokens))
     length = torch.where(has, first + 1, torch.full((rows,), max_new_tokens))
-    unfinished = float((~has).float().mean())
-    if unfinished > 0:
-        log.warning("%.1f%% of the responses reached max_new_tokens=%d without EOS (kept, truncated, no EOS scored)",
-                    100 * unfinished, max_new_tokens)
+    n_unfinished = int((~has).sum())
+    if n_unfinished:
+        log.warning("%d of %d responses (%.2f%%) reached max_new_tokens=%d without EOS: kept as truncated, no EOS "
+                    "scored", n_unfinished, rows, 100 * n_unfinished / rows, max_new_tokens)
     return _assemble(tokenizer, prompts, n, P, Pm, resp, length, has, pad)
 
 
