@@ -17,7 +17,7 @@ TINY = ReproSettings(seeds=(0, 1), base=TINY_BASE, n_train=40, n_test=24, bon_ns
 QUICK_CLAIMS = {"base/trap_learned", "bon/beats_greedy", "bon/matches_coverage_formula",
                 "mechanism/bon_likelihood_rises_with_n", "sft/accuracy_lift_over_greedy",
                 "sft/likelihood_lift_over_greedy", "sft/greedy_flips", "mechanism/sharpened_fraction",
-                "rlhf/matches_tilted_optimum", "rlhf/smaller_beta_sharper"}
+                "rlhf/matches_tilted_optimum", "rlhf/smaller_beta_sharper", "mechanism/rlhf_pushes_down_distractors"}
 
 
 @pytest.fixture()
