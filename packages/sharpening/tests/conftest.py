@@ -11,7 +11,6 @@ def tiny_lm():
     """A 1-layer, d=32 GPT-2 + byte tokenizer (left padding), trained for 150 steps on trap strings, so it
     answers with two digits and EOS (not the trap itself: that needs the cached base)."""
     from iclr25.core.lm import TinyLMSpec, byte_tokenizer, pretrain_tiny_lm
-
     from iclr25.sharpening.base import trap_corpus, use_fused_gelu
     from iclr25.sharpening.task import TrapArithmeticTask
 

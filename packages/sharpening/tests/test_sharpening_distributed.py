@@ -49,8 +49,9 @@ def test_accelerate_two_cpu_processes_shard_data_and_sync_gradients(tmp_path):
     r = subprocess.run([sys.executable, str(script), str(single), "0"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     exe = shutil.which("accelerate", path=sys.prefix + "/bin") or "accelerate"
-    r = subprocess.run([exe, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-                        "--dynamo_backend", "no", str(script), str(multi), "1"],
+    # the torchrun-based launcher (the one GPUs use); the processes join a gloo group on CPU
+    r = subprocess.run([exe, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                        "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(multi), "1"],
                        capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     ranks = [json.loads((multi / f"rank{i}.json").read_text()) for i in (0, 1)]

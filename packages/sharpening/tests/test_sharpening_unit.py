@@ -1,7 +1,6 @@
 """Unit tests: enumeration, sampling, rewards, BoN, losses, trainer/resume, LoRA, input validation."""
 
 import copy
-import json
 
 import numpy as np
 import pytest

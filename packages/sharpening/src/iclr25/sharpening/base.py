@@ -36,6 +36,8 @@ class TrapBaseConfig:
         batch_size: strings per optimiser step.
         lr: peak AdamW learning rate (warm-up over 5% of the steps, cosine decay; core ``pretrain_tiny_lm``).
         weight_decay: AdamW weight decay.
+        beta2: AdamW's second-moment decay.
+        warmup_frac: share of the steps with linear warm-up.
         seed: initialisation, corpus and shuffling seed.
     """
 
@@ -47,6 +49,8 @@ class TrapBaseConfig:
     batch_size: int = 128
     lr: float = 3e-3
     weight_decay: float = 0.01
+    beta2: float = 0.999
+    warmup_frac: float = 0.05
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -74,7 +78,8 @@ class TrapBaseConfig:
 
         return TinyLMSpec(tokenizer="byte", n_layer=self.n_layer, n_embd=self.n_embd, n_head=self.n_head,
                           n_positions=32, packing="sequences", seq_len=16, steps=None, epochs=float(self.epochs),
-                          batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
+                          batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay, beta2=self.beta2,
+                          warmup_frac=self.warmup_frac, seed=self.seed)
 
 
 @dataclass

@@ -15,7 +15,14 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import BonOptions, DemoOptions, ReportOptions, RlhfOptions, SftOptions, SharpeningReproduceOptions
+from .config import (
+    BonOptions,
+    DemoOptions,
+    ReportOptions,
+    RlhfOptions,
+    SftOptions,
+    SharpeningReproduceOptions,
+)
 
 __all__ = ["main", "COMMANDS"]
 

@@ -13,7 +13,6 @@ import logging
 
 import numpy as np
 
-from iclr25.core import Claim
 from iclr25.core.data import DatasetSpec, RemoteFile
 
 __all__ = ["MOVIE_SNIPPETS", "movie_snippets", "realtext_likelihood_lift"]

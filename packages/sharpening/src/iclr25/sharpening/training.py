@@ -189,7 +189,8 @@ class PolicyTrainer:
                 from accelerate import Accelerator
             except ImportError as e:  # pragma: no cover
                 raise ImportError("multi-process training needs accelerate: pip install 'iclr25-sharpening[full]'") from e
-            self.accelerator = Accelerator()
+            # on a machine without CUDA, cpu=True makes Accelerator join the gloo process group (MULTI_CPU)
+            self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
             model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
             self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
         self.model = model
