@@ -12,7 +12,8 @@ writes ``results.json`` and ``results.md`` there from the claims it returns.
 Command line::
 
     iclr25 list
-    iclr25 reproduce [--quick] [--out DIR] [SLUG ...]
+    iclr25 reproduce [--quick] [--out DIR] [--report] [SLUG ...]
+    iclr25 report [--results DIR] [--out FILE] [--compare OLD NEW] [--rtol X]
 
 ``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
 (an unknown slug);
@@ -218,8 +219,37 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     summary = f"{held}/{len(rows)} claims hold across {len(wanted) - len(crashed)} method(s)"
     if crashed:
         summary += f"; CRASHED: {', '.join(crashed)}"
+    if getattr(args, "report", False):
+        from .report import write_html_report
+
+        try:
+            summary += f"; page {write_html_report(out_root, crashed=crashed)}"
+        except FileNotFoundError as e:
+            print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{summary}; results in {out_root}/<slug>/results.json")
     return 1 if crashed else 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import load_results, write_html_report
+
+    if args.compare and args.results is not None:
+        print("error: give --results or --compare OLD NEW, not both", file=sys.stderr)
+        return 2
+    old, new = args.compare if args.compare else (None, args.results or "results")
+    try:
+        shown = load_results(new)
+        page = write_html_report(new, args.out, results=shown, compare=old, rtol=args.rtol)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    bad = [p for p in shown if p.report is None]
+    for p in bad:
+        print(f"error: {p.error}", file=sys.stderr)
+    claims = [c for p in shown for c in p.claims]
+    print(f"{sum(c.holds for c in claims)}/{len(claims)} claims hold across {len(shown)} package(s)"
+          + (f"; {len(bad)} unreadable" if bad else "") + f"; page {page}")
+    return 1 if bad else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds, passed to methods whose reproduce() takes them")
     sp.add_argument("--threads", type=int, default=None, help="CPU threads for torch/BLAS")
+    sp.add_argument("--report", action="store_true", help="then write OUT/report.html (see iclr25 report)")
     sp.set_defaults(func=_cmd_reproduce)
+    sp = sub.add_parser(
+        "report",
+        help="one self-contained HTML page of every claim, with its plots",
+        description="Read RESULTS/<slug>/results.json (and the PNGs beside them) and write one HTML "
+        "page that works offline. Exit 1 if a results.json is unreadable (the page says which).",
+    )
+    sp.add_argument("--results", default=None, help="results folder (default: ./results)")
+    sp.add_argument("--out", default=None,
+                    help="HTML file to write (default: RESULTS/report.html; NEW/compare.html with --compare)")
+    sp.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), default=None,
+                    help="mark claims of NEW whose holds flipped or whose numbers moved since OLD")
+    sp.add_argument("--rtol", type=float, default=0.05,
+                    help="with --compare: relative tolerance for numbers that carry no seed spread (default 0.05)")
+    sp.set_defaults(func=_cmd_report)
     return p
 
 
