@@ -63,7 +63,7 @@ def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
 def test_realtext_check_reads_the_vbon_mirror(cache):
     root = os.environ.get("ICLR25_DATA", "")
     if not any(os.path.isfile(os.path.join(r, "vbon", "rt-polarity.pos")) for r in root.split(os.pathsep) if r):
-        pytest.skip("mirrored file vbon/rt-polarity.pos not found under ICLR25_DATA (set ICLR25_DATA=/work/shared/data)")
+        pytest.skip("mirrored file vbon/rt-polarity.pos not found under ICLR25_DATA (set ICLR25_DATA=/path/to/data)")
     from iclr25.sharpening.realtext import movie_snippets
 
     texts = movie_snippets()
