@@ -90,7 +90,9 @@ class ReproSettings:
         if quick:
             return cls()
         return cls(seeds=(0, 1, 2), base_per_seed=True,
-                   base=TrapBaseConfig(n_strings=102_400, epochs=2), n_train=1000, n_test=400,
+                   # AdamW beta2 = 0.98: with 0.999 the seed-0 base of this recipe did not learn the trap
+                   # (exact argmax correct on 23% of test prompts; seed 1: 80%); with 0.98 it does (100%)
+                   base=TrapBaseConfig(n_strings=102_400, epochs=2, beta2=0.98), n_train=1000, n_test=400,
                    bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True)
 
 
