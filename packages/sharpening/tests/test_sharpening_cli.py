@@ -1,0 +1,159 @@
+"""CLI: --help everywhere (light imports), each command on a local tiny model, --resume, presets, clean errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iclr25.core.config import config_from_dict
+from iclr25.sharpening.cli import COMMANDS, main
+
+CONFIGS = Path(__file__).parents[1] / "configs"
+
+
+def test_help_imports_nothing_heavy():
+    code = ("import sys; from iclr25.sharpening.cli import main; rc = main(['--help']); "
+            "heavy = [m for m in ('torch', 'transformers', 'peft', 'accelerate') if m in sys.modules]; "
+            "assert rc == 0 and not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "reproduce" in r.stdout and "demo" in r.stdout
+
+
+@pytest.mark.parametrize("cmd", list(COMMANDS))
+def test_every_subcommand_answers_help(cmd, capsys):
+    assert main([cmd, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--config" in out and "--out" in out
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("iclr25-sharpening 0.")
+
+
+@pytest.fixture()
+def prompts_file(tmp_path):
+    p = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": f"{a}+{b}=", "answer": a + b} for a, b in [(12, 34), (20, 21), (40, 45), (11, 11)]]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def _common(tiny_model_dir, prompts_file, out):
+    return ["--model", str(tiny_model_dir), "--prompts", str(prompts_file), "--max-new-tokens", "4",
+            "--out", str(out), "--threads", "1", "--quiet"]
+
+
+def test_bon_command(tiny_model_dir, prompts_file, tmp_path, capsys):
+    out = tmp_path / "bon"
+    assert main(["bon", *_common(tiny_model_dir, prompts_file, out), "--n", "4"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("bon: N=4") and "accuracy BoN" in last
+    recs = [json.loads(line) for line in (out / "bon.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and all(len(r["responses"]) == 4 and "greedy" in r for r in recs)
+    res = json.loads((out / "results.json").read_text())
+    assert {"accuracy_bon", "accuracy_greedy", "mean_best_logp", "mean_best_length"} <= set(res["results"] if "results" in res else res)
+
+
+def test_majority_vote_needs_an_extractor(tiny_model_dir, tmp_path, capsys):
+    p = tmp_path / "free.jsonl"
+    p.write_text('{"prompt": "the movie"}\n')
+    rc = main(["bon", "--model", str(tiny_model_dir), "--prompts", str(p), "--reward", "majority-vote",
+               "--n", "2", "--max-new-tokens", "4", "--out", str(tmp_path / "o"), "--quiet"])
+    assert rc == 2 and "extractor" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["bon", "--n", "0"], "n must be"),
+    (["rlhf", "--beta", "0"], "beta"),
+    (["rlhf", "--xpo", "--alpha", "-1"], "alpha"),
+    (["sft", "--adaptive-delta", "1.0"], "adaptive_delta"),
+    (["report", "--delta", "0"], "delta"),
+    (["bon", "--model", "/no/such/model", "--prompts", "x.jsonl"], "no such folder"),
+])
+def test_bad_input_is_a_clean_error(args, msg, capsys):
+    assert main([*args, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+
+
+def test_malformed_prompt_file_names_the_line(tiny_model_dir, tmp_path, capsys):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"prompt": "1+1="}\n{"prompt": \n')
+    assert main(["bon", "--model", str(tiny_model_dir), "--prompts", str(p), "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_sft_command_and_resume(tiny_model_dir, prompts_file, tmp_path, capsys):
+    out = tmp_path / "sft"
+    args = ["sft", *_common(tiny_model_dir, prompts_file, out), "--n", "2", "--epochs", "2", "--lora-r", "0",
+            "--batch-size", "2", "--lr", "1e-3", "--eval-samples", "2"]
+    assert main(args) == 0
+    assert (out / "model" / "model.safetensors").is_file() and (out / "checkpoint" / "trainer_state.pt").is_file()
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("sft: ")
+    assert main([*args, "--resume"]) == 0
+    assert main([*args[:-2], "--eval-samples", "2", "--lr", "5e-3", "--resume"]) == 2
+    assert "other settings" in capsys.readouterr().err
+
+
+def test_rlhf_command_offline_and_xpo(tiny_model_dir, prompts_file, tmp_path, capsys):
+    base = ["rlhf", *_common(tiny_model_dir, prompts_file, tmp_path / "r"), "--lora-r", "0", "--batch-size", "2"]
+    assert main([*base, "--beta", "0.5", "--epochs", "1"]) == 0
+    assert "identical pairs" in capsys.readouterr().out
+    x = ["rlhf", *_common(tiny_model_dir, prompts_file, tmp_path / "x"), "--lora-r", "0", "--batch-size", "2",
+         "--xpo", "--alpha", "0.1", "--iterations", "2", "--prompts-per-iteration", "2", "--steps-per-iteration", "1"]
+    assert main(x) == 0
+    assert main([*x, "--resume"]) == 0
+    assert main([*base, "--alpha", "0.1"]) == 2
+
+
+def test_report_command_exact_and_sampled(tiny_model_dir, prompts_file, tmp_path, capsys):
+    cands = tmp_path / "cands.jsonl"
+    cands.write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "answer": a + b,
+                                         "candidates": [f"{a + b}", "00", "99"]}) + "\n" for a, b in [(12, 34), (20, 21)]))
+    out = tmp_path / "rep"
+    assert main(["report", *_common(tiny_model_dir, cands, out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    res = res.get("results", res)
+    assert "exact" in res and 0 <= res["exact"]["mean_mode_mass"] <= 1
+    assert main(["report", *_common(tiny_model_dir, prompts_file, tmp_path / "rep2"), "--n", "3"]) == 0
+    assert "report (sampled" in capsys.readouterr().out
+
+
+def test_presets_have_a_valid_section_per_command():
+    import yaml
+
+    for name in ("quick.yaml", "paper.yaml"):
+        data = yaml.safe_load((CONFIGS / name).read_text())
+        assert set(data) == set(COMMANDS), name
+        for cmd, section in data.items():
+            config_from_dict(COMMANDS[cmd].config, section or {}, source=f"{name}:{cmd}")
+
+
+def test_quick_preset_matches_the_reproduction():
+    import yaml
+
+    from iclr25.sharpening.reproduce import ReproSettings
+
+    q = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
+    st = ReproSettings.preset(quick=True)
+    assert (q["sft"]["n"], q["sft"]["epochs"], q["sft"]["lr"], q["sft"]["batch_size"]) == \
+        (st.sft_n, st.sft_epochs, st.sft_lr, st.sft_batch)
+    assert (q["rlhf"]["epochs"], q["rlhf"]["lr"], q["rlhf"]["batch_size"]) == (st.rlhf_epochs, st.rlhf_lr, st.rlhf_batch)
+    assert q["rlhf"]["beta"] in st.rlhf_betas and q["bon"]["n"] == max(st.bon_ns)
+    assert q["sft"]["num_prompts"] == st.n_train and q["bon"]["num_prompts"] == st.n_test
+    assert tuple(q["reproduce"]["seeds"]) == st.seeds
+
+
+def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_file, tmp_path):
+    out = tmp_path / "bon"
+    rc = main(["bon", "--config", str(CONFIGS / "quick.yaml"), *_common(tiny_model_dir, prompts_file, out),
+               "--n", "3", "--batch-size", "8"])
+    assert rc == 0
+    cfg = json.loads((out / "config.json").read_text())
+    cfg = cfg.get("config", cfg)
+    assert cfg["n"] == 3 and cfg["num_prompts"] == 200 and cfg["max_new_tokens"] == 4

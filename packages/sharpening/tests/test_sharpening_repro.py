@@ -1,0 +1,70 @@
+"""The reproduction end to end at a tiny scale (a seconds-long base, not the real one): claims, files, caching."""
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+
+from iclr25.core.registry import run_reproduction
+from iclr25.sharpening.base import TrapBaseConfig
+from iclr25.sharpening.reproduce import ReproSettings, reproduce
+
+TINY_BASE = TrapBaseConfig(n_layer=1, n_embd=32, n_head=2, n_strings=2048, epochs=1, batch_size=64, lr=1e-2)
+TINY = ReproSettings(seeds=(0, 1), base=TINY_BASE, n_train=40, n_test=24, bon_ns=(1, 2, 4), eval_samples=2, sft_n=4,
+                     sft_epochs=1, rlhf_betas=(1.0, 0.25), rlhf_epochs=1)
+
+QUICK_CLAIMS = {"base/trap_learned", "bon/beats_greedy", "bon/matches_coverage_formula",
+                "mechanism/bon_likelihood_rises_with_n", "sft/accuracy_lift_over_greedy",
+                "sft/likelihood_lift_over_greedy", "sft/greedy_flips", "mechanism/sharpened_fraction",
+                "rlhf/matches_tilted_optimum", "rlhf/smaller_beta_sharper", "mechanism/rlhf_pushes_down_distractors"}
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_reproduce_tiny_writes_every_quick_claim(tmp_path, cache):
+    rep = run_reproduction("sharpening", lambda quick, out_dir: reproduce(quick, out_dir, settings=TINY),
+                           quick=True, out_dir=tmp_path / "out", version="test")
+    names = {c.name for c in rep.claims}
+    assert names == QUICK_CLAIMS
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    for c in data["claims"]:
+        assert c["ours"] is None or isinstance(c["ours"], float)
+        assert c["note"]
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert len(m["runs"]) == 2 and m["base"][0]["cached"] is False and m["one_time_pretraining_s"] > 0
+    trap = next(c for c in rep.claims if c.name == "base/trap_learned")
+    if not trap.holds:   # a seconds-long base does not learn addition: every other note says it cannot be read
+        assert all("cannot be read" in c.note for c in rep.claims if c.name != "base/trap_learned")
+    # second run: the base comes from the cache and its pre-training time is not counted again
+    reproduce(True, tmp_path / "out2", settings=replace(TINY, seeds=(0,)))
+    m2 = json.loads((tmp_path / "out2" / "metrics.json").read_text())
+    assert m2["base"][0]["cached"] is True and m2["one_time_pretraining_s"] == 0
+    assert any(p.name.startswith("tinylm-") for p in (cache / "sharpening").iterdir())
+
+
+def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
+    st = replace(TINY, seeds=(0,), coverage=True, coverage_tasks=((0.4, 10), (0.1, 40)), coverage_draws=8,
+                 xpo=True, xpo_alphas=(0.0, 0.1), xpo_iterations=2, xpo_prompts_per_iteration=4,
+                 xpo_steps_per_iteration=2, offline_pairs=(8, 16), offline_steps=4, n_train=40)
+    claims = reproduce(False, tmp_path / "full", settings=st)
+    names = {c.name for c in claims}
+    assert {"coverage/required_n_tracks_ccov", "xpo/fewer_samples_than_offline"} <= names
+    m = json.loads((tmp_path / "full" / "metrics.json").read_text())
+    assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
+    assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
+
+
+@pytest.mark.realdata
+def test_realtext_check_reads_the_vbon_mirror(cache):
+    root = os.environ.get("ICLR25_DATA", "")
+    if not any(os.path.isfile(os.path.join(r, "vbon", "rt-polarity.pos")) for r in root.split(os.pathsep) if r):
+        pytest.skip("mirrored file vbon/rt-polarity.pos not found under ICLR25_DATA (set ICLR25_DATA=/path/to/data)")
+    from iclr25.sharpening.realtext import movie_snippets
+
+    texts = movie_snippets()
+    assert len(texts) == 10662 and all(t for t in texts)
