@@ -146,7 +146,7 @@ def test_minimiser_is_logit_c(c):
     def f(h):
         return cream_dpo_loss(torch.tensor([h], dtype=torch.float64), zero, zero, zero, c, beta=1.0)[0].item()
 
-    res = minimize_scalar(f, bracket=(-5, 0, 5), tol=1e-12)
+    res = minimize_scalar(f, bounds=(-10, 10), method="bounded", options={"xatol": 1e-10})
     assert res.x == pytest.approx(math.log(c / (1 - c)), abs=1e-4)
 
 

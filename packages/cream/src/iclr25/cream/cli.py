@@ -79,6 +79,10 @@ def _sample(a: SampleConfig) -> int:
                              concurrency=a.concurrency)
     torch.manual_seed(a.seed)
     cfg = GenerationConfig(max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, seed=a.seed)
+    if a.backend == "transformers":
+        from .generation import check_context
+
+        check_context(model, tok, [p for _, p in pool], a.max_new_tokens, a.chat_template)
     samples = sample_responses(gen, [p for _, p in pool], a.n, cfg, ids=[i for i, _ in pool])
     n = write_jsonl(out / "samples.jsonl", [s.to_dict() for s in samples])
     return _finish(out, a, {"n_prompts": n, "n_responses": sum(len(s.responses) for s in samples)}, t0,
@@ -281,6 +285,10 @@ def _evaluate(a: EvaluateConfig) -> int:
         model, tok = _load(a.model, a, a.device, padding_side="left")
         gen = make_generator("transformers", model=model, tokenizer=tok, batch_size=a.batch_size,
                              chat_template=a.chat_template)
+        from .evaluate import format_question
+        from .generation import check_context
+
+        check_context(model, tok, [format_question(it, a.task) for it in items], a.max_new_tokens, a.chat_template)
     else:
         gen = make_generator(a.backend, served_model=a.model, base_url=a.base_url)
     metrics, rows = evaluate_items(gen, items, a.task, max_new_tokens=a.max_new_tokens)

@@ -11,9 +11,28 @@ from typing import Any
 
 from .pairs import Sample
 
-__all__ = ["make_generator", "sample_responses"]
+__all__ = ["make_generator", "sample_responses", "check_context"]
 
 log = logging.getLogger(__name__)
+
+
+def check_context(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int,
+                  chat_template: bool = False) -> None:
+    """Raise ``ValueError`` when the longest prompt plus ``max_new_tokens`` exceeds the model's
+    context (``max_position_embeddings`` / ``n_positions``), instead of an index error inside torch."""
+    cfg = getattr(model, "config", None)
+    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if not limit or not prompts:
+        return
+    if chat_template:
+        lengths = [len(tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True,
+                                                     add_generation_prompt=True)) for p in prompts]
+    else:
+        lengths = [len(x) for x in tokenizer(list(prompts))["input_ids"]]
+    i = max(range(len(lengths)), key=lengths.__getitem__)
+    if lengths[i] + max_new_tokens > limit:
+        raise ValueError(f"prompt {i} has {lengths[i]} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
+                         f"model's context of {limit} tokens (lower --max-new-tokens or shorten the prompts)")
 
 
 def make_generator(backend: str = "transformers", *, model: Any = None, tokenizer: Any = None,

@@ -44,9 +44,11 @@ class ReproSettings:
         iterations: T.
         n_samples, temperature: N and the sampling temperature.
         reward_reference: ``base`` (default) or ``previous``.
-        long_stage_epochs: epochs of the separate long DPO stage on the round-1 pairs that shows
-            the margin bound (``0``: skip).
+        long_stage_epochs, long_stage_lr: the separate long DPO stage on the round-1 pairs (SRLM
+            vs CREAM-avg from M1) that runs long enough for the margins to reach the bound
+            ``logit(C)`` (the loop's one-epoch stages do not; ``0`` epochs: skip).
         m0_steps, sft_epochs: shrink M0/M1 training (tests only; ``None`` = the spec's recipe).
+        n_operand, n_test, n_seed: the task's size (tests only; spec: 30, 200, 120).
         workers: worker processes (seeds in parallel).
     """
 
@@ -56,9 +58,13 @@ class ReproSettings:
     n_samples: int = 5
     temperature: float = 1.0
     reward_reference: str = "base"
-    long_stage_epochs: int = 25
+    long_stage_epochs: int = 60
+    long_stage_lr: float = 1e-3
     m0_steps: int | None = None
     sft_epochs: float | None = None
+    n_operand: int = 30
+    n_test: int = 200
+    n_seed: int = 120
     workers: int = 2
 
 
@@ -94,9 +100,16 @@ def run_seed(seed: int, settings: ReproSettings, device: str = "cpu", cache: str
     from .training import train_dpo
 
     torch.set_num_threads(1)
+    import logging as _logging
+
+    if not _logging.getLogger().handlers:  # a spawned worker: same log format as the parent
+        from iclr25.core.progress import configure_logging
+
+        configure_logging(os.environ.get("ICLR25_QUIET") == "1")
     seed_everything(seed)
     t0 = time.perf_counter()
-    task = AdditionTask(seed=seed, iterations=settings.iterations)
+    task = AdditionTask(seed=seed, iterations=settings.iterations, n_operand=settings.n_operand,
+                        n_test=settings.n_test, n_seed=settings.n_seed)
     ms = toy_models(task, cache=cache, m0_steps=settings.m0_steps, sft_epochs=settings.sft_epochs,
                     progress=progress)
     tok = ms["tokenizer"]
@@ -126,8 +139,8 @@ def run_seed(seed: int, settings: ReproSettings, device: str = "cpu", cache: str
         t1 = time.perf_counter()
         c = captured["c_avg"]
         long: dict[str, Any] = {"epochs": settings.long_stage_epochs, "c_avg": c, "logit_c": _logit(c)}
-        cfg = CreamConfig.toy(seed=seed, epochs=float(settings.long_stage_epochs)).dpo_train(round_index=1,
-                                                                                            device=device)
+        cfg = CreamConfig.toy(seed=seed, epochs=float(settings.long_stage_epochs), lr=settings.long_stage_lr
+                              ).dpo_train(round_index=1, device=device)
         for name, w in (("srlm", 1.0), ("avg", c)):
             res = train_dpo(copy.deepcopy(m1), tok, captured["pairs"], cfg, c=[w] * len(captured["pairs"]),
                             progress=progress)
@@ -312,8 +325,9 @@ def claims_from(results: list[dict[str, Any]], settings: ReproSettings) -> tuple
             la = [x["avg"]["final_margin_mean"] for x in longs]
             ls = [x["srlm"]["final_margin_mean"] for x in longs]
             thr2 = float(np.mean([x["logit_c"] + 0.5 for x in longs]))
-            add("mechanism/margin_bound_long_stage", f"mean DPO margin h after a {longs[0]['epochs']}-epoch stage on "
-                "the same round-1 pairs, CREAM-avg vs SRLM (lower is better)", la, ls, hib=False, threshold=thr2,
+            add("mechanism/margin_bound_long_stage", f"mean DPO margin h after a {longs[0]['epochs']}-epoch stage "
+                f"(lr {settings.long_stage_lr:g}) on the same round-1 pairs from M1, CREAM-avg vs SRLM (lower is better)",
+                la, ls, hib=False, threshold=thr2,
                 paper="h* = logit(C) for CREAM; DPO's margin keeps growing", what="long-stage margin", fmt=".3f",
                 extra=f"threshold mean logit(C)+0.5 = {thr2:.3f}; SRLM's margin "
                       f"{'exceeds' if np.mean(ls) > thr2 else 'stays below'} it")
@@ -369,15 +383,23 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
         seeds: override the seeds.
         device: ``auto`` (CPU for this toy: it is faster than a GPU at this size), ``cpu`` or ``cuda``.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     base = QUICK if quick else FULL
     if seeds is not None:
         if len(seeds) < 2:
             raise ValueError("the reproduction needs at least 2 seeds (claims report a spread across seeds)")
         base = replace(base, seeds=tuple(int(s) for s in seeds))
     dev = "cpu" if device == "auto" else device
-    progress = os.environ.get("ICLR25_QUIET") != "1"
+    return run_pipeline(base, out_dir, device=dev, regimes=not quick)
+
+
+def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
+                 progress: bool | None = None) -> list[Claim]:
+    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = device
+    if progress is None:
+        progress = os.environ.get("ICLR25_QUIET") != "1"
     t0 = time.perf_counter()
     results = _run_all(base, dev, progress)
     summary = summarize(results, base)
@@ -388,7 +410,7 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
                                "pretrain_seconds": {"m0": [r["m0_seconds"] for r in results],
                                                     "m1": [r["m1_seconds"] for r in results]}, "regimes": {}}
     plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
-    if not quick:
+    if regimes:
         for k, (name, over) in enumerate(FULL_REGIMES.items()):
             s = replace(base, **over)
             res = _run_all(s, dev, progress)

@@ -365,7 +365,8 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
     if after_train is not None:
         after_train(accelerator, model)
     model = accelerator.unwrap_model(model)
-    accelerator.free_memory()
+    if accelerator.device.type != "cpu":
+        accelerator.free_memory()  # releases the prepared objects and empties the device cache (a gc pass)
     if cfg.lora:
         model = merge_lora(model)
     model.eval()
