@@ -254,3 +254,30 @@ def test_subcommand_help(cmd, capsys):
     assert main([cmd, "--help"]) == 0
     out = capsys.readouterr().out
     assert "--out" in out and ("--resume" in out or cmd == "reproduce")
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_cpu_processes_shards_data_and_syncs_gradients(tiny_dir, tmp_path):
+    """`accelerate launch` with 2 CPU processes (DDP/gloo) on batch b equals one process on batch 2b:
+    the two processes take alternate batches of one global order and average their gradients."""
+    import shutil
+
+    from iclr25.cream import accelerate_config_path
+
+    exe = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("accelerate launcher not installed")
+    pairs = _jsonl(tmp_path / "pairs.jsonl", [{"prompt": f"{i}=", "chosen": str(i), "rejected": str(i + 5),
+                                               "c": 0.6 + i / 40} for i in range(8)])
+    common = ["--model", str(tiny_dir), "--pairs", str(pairs), "--mode", "dyn", "--epochs", "2", "--lr", "1e-3",
+              "--lr-scheduler", "constant", "--warmup-ratio", "0", "--device", "cpu", "--quiet", "--threads", "1"]
+    r = subprocess.run([exe, "launch", "--config_file", str(accelerate_config_path("multi_cpu")), "-m", "iclr25.cream",
+                        "dpo", *common, "--batch-size", "2", "--out", str(tmp_path / "ddp")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert main(["dpo", *common, "--batch-size", "4", "--out", str(tmp_path / "one")]) == 0
+    ddp = json.loads((tmp_path / "ddp" / "results.json").read_text())["stage"]
+    assert ddp["steps"] == 4  # 8 pairs / (2 processes x 2) per epoch, 2 epochs
+    a, b = _weights(tmp_path / "ddp" / "model"), _weights(tmp_path / "one" / "model")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=2e-5, rtol=1e-4)

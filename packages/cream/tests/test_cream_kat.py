@@ -9,9 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.cream import (Sample, build_pairs, consistency_rates, cream_dpo_loss, dpo_reward,
-                          extract_gsm8k_answer, kendall_consistency, kendall_tau_b, ordinal_ranks,
-                          spearman_consistency)
+from iclr25.cream import (
+    Sample,
+    build_pairs,
+    consistency_rates,
+    cream_dpo_loss,
+    dpo_reward,
+    extract_gsm8k_answer,
+    kendall_consistency,
+    kendall_tau_b,
+    ordinal_ranks,
+    spearman_consistency,
+)
 
 stats = pytest.importorskip("scipy.stats")
 
@@ -244,7 +253,6 @@ def _manual_logp(model, ids, start):
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_sequence_logprob_equals_a_manual_token_loop_and_ignores_prompt_and_padding(tiny, side):
     from iclr25.core.lm import tiny_causal_lm
-
     from iclr25.cream import encode_responses
 
     model = tiny_causal_lm(n_layer=2, n_embd=32, n_head=2, seed=1).eval()

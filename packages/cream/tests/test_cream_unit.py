@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from iclr25.cream import CreamConfig, PreferencePair, Sample, TrainConfig, build_pairs, cream_dpo_loss
-from iclr25.cream.data import (check_rewards_match, read_eval_data, read_pairs, read_prompts, read_rewards,
-                               read_samples, read_sft_data)
+from iclr25.cream.data import (
+    check_rewards_match,
+    read_eval_data,
+    read_pairs,
+    read_prompts,
+    read_rewards,
+    read_samples,
+    read_sft_data,
+)
 
 
 def _write(path, rows):
@@ -222,7 +229,6 @@ class _Echo:
 
 def test_sample_responses_shapes_and_empty_drops(caplog):
     from iclr25.core.lm import GenerationConfig
-
     from iclr25.cream import sample_responses
 
     out = sample_responses(_Echo(["a", "b", "c"]), ["p", "q"], 3, GenerationConfig())
@@ -321,3 +327,28 @@ def test_encode_responses_masks_only_the_response_and_eos(tiny):
     assert cut.n_truncated == 1 and cut.input_ids.shape[1] == 4
     with pytest.raises(ValueError, match="max_length"):
         encode_responses(tok, ["abcd"], ["x"], max_length=3)
+
+
+def test_shipped_yaml_presets_parse():
+    from pathlib import Path
+
+    from iclr25.core.config import config_from_dict, load_config_file
+    from iclr25.cream.config import LoopConfig
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    q = config_from_dict(LoopConfig, load_config_file(root / "quick.yaml"))
+    assert q.task == "addition" and q.method == "dyn"
+    p = config_from_dict(LoopConfig, {**load_config_file(root / "paper.yaml"), "model": "m0", "prompts": "p.jsonl",
+                                      "sft_data": "s.jsonl"})
+    assert (p.n_samples, p.beta, p.lr, p.lora_r) == (5, 0.1, 1e-6, 32)
+
+
+def test_shipped_accelerate_configs():
+    import yaml
+
+    from iclr25.cream import accelerate_config_path, deepspeed_config_path
+
+    ds = yaml.safe_load(accelerate_config_path("deepspeed_zero2").read_text())
+    assert ds["distributed_type"] == "DEEPSPEED" and ds["deepspeed_config"]["zero_stage"] == 2
+    assert json.loads(deepspeed_config_path().read_text())["zero_optimization"]["stage"] == 2
+    assert yaml.safe_load(accelerate_config_path("multi_cpu").read_text())["num_processes"] == 2

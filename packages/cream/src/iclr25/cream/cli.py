@@ -15,8 +15,18 @@ from typing import Any
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import (ConsistencyConfig, CreamConfig, CreamReproduceOptions, DemoConfig, DpoConfig, EvaluateConfig,
-                     LoopConfig, RewardConfig, SampleConfig, SftConfig)
+from .config import (
+    ConsistencyConfig,
+    CreamConfig,
+    CreamReproduceOptions,
+    DemoConfig,
+    DpoConfig,
+    EvaluateConfig,
+    LoopConfig,
+    RewardConfig,
+    SampleConfig,
+    SftConfig,
+)
 
 __all__ = ["main"]
 
@@ -29,11 +39,26 @@ def _load(name: str, opts: Any, device: str, *, padding_side: str | None = None)
     return load_causal_lm(name, device=device, padding_side=padding_side, **opts.load_options())
 
 
+def _train_device(device: str) -> str:
+    """Under ``accelerate launch`` (WORLD_SIZE > 1) load each process's model on its own GPU (or
+    the CPU), not all of them on cuda:0; the trainer then keeps it on ``accelerator.device``."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and device in ("auto", "cuda"):
+        import torch
+
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
+    return device
+
+
 def _finish(out: Path, cfg: Any, results: dict[str, Any], started: float, summary: str) -> int:
+    import os
+
     from iclr25.core.runinfo import write_run_files
 
-    write_run_files(out, cfg, results, started=started)
-    print(summary)
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer under `accelerate launch`
+        write_run_files(out, cfg, results, started=started)
+        print(summary)
     return 0
 
 
@@ -49,7 +74,7 @@ def _sft(a: SftConfig) -> int:
     t0 = time.perf_counter()
     out = Path(a.out)  # type: ignore[arg-type]
     data = read_sft_data(a.data)
-    model, tok = _load(a.model, a, a.device)
+    model, tok = _load(a.model, a, _train_device(a.device))
     torch.manual_seed(a.seed)
     res = train_sft(model, tok, data, a.train_config(seed=a.seed, bf16=a.bf16, device=a.device), out_dir=out,
                     resume=a.resume, progress=not a.quiet)
@@ -160,7 +185,7 @@ def _dpo(a: DpoConfig) -> int:
     out = Path(a.out)  # type: ignore[arg-type]
     pairs = read_pairs(a.pairs)
     c = pair_c_values(pairs, a.mode)
-    model, tok = _load(a.model, a, a.device)
+    model, tok = _load(a.model, a, _train_device(a.device))
     torch.manual_seed(a.seed)
     res = train_dpo(model, tok, pairs, a.train_config(beta=a.beta, seed=a.seed, bf16=a.bf16, device=a.device), c=c,
                     out_dir=out, resume=a.resume, progress=not a.quiet)

@@ -160,8 +160,11 @@ def _index_loader(n: int, batch_size: int, *, shuffle_seed: int | None):
 
 
 def _scheduler(opt: Any, cfg: TrainConfig, total: int):
-    from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
-                              get_linear_schedule_with_warmup)
+    from transformers import (
+        get_constant_schedule_with_warmup,
+        get_cosine_schedule_with_warmup,
+        get_linear_schedule_with_warmup,
+    )
 
     warm = int(math.ceil(cfg.warmup_ratio * total))
     if cfg.lr_scheduler == "cosine":
