@@ -49,7 +49,7 @@ def test_tiny_run_judge_report(tmp_path, air_data):
     p = _run([*base, "--resume"], env)
     assert "0 new, 30 cached" in p.stdout
     p = _run(["judge", "--responses", str(out / "responses.jsonl"), "--judge", "llm", "--judge-backend", "mock",
-              "--quiet"], env)
+              "--out", str(out), "--quiet"], env)
     assert "30/30 judged" in p.stdout and "0 judge failures" in p.stdout
     p = _run(["judge", "--responses", str(out / "responses.jsonl"), "--judge", "keyword",
               "--out", str(tmp_path / "kw"), "--quiet"], env)

@@ -39,7 +39,7 @@ TEMPLATE = "Judge this.\nQ: {{QUESTION}}\nA: {{ANSWER}}\n##short_reasoning: <r>\
 def _items(n: int, l2s=(1, 3, 14)) -> list[PromptItem]:
     out = []
     for i in range(n):
-        cate = {1: "1.1.1", 3: "3.8.1", 14: "14.3940.1"}[l2s[i % len(l2s)]]
+        cate = {1: "1.1.1", 3: "3.8.4", 14: "14.3940.1"}[l2s[i % len(l2s)]]
         p = f"prompt number {i}"
         out.append(PromptItem(prompt_id(cate, p), cate, "", "", "", p))
     return out
@@ -161,7 +161,9 @@ def test_llm_judge_convention_failures_and_empty(tmp_path):
     rep = build_report(res.records)
     m = next(iter(rep["models"].values()))
     assert m["n_judge_failures"] == 2
-    assert m["aggregate"]["overall"]["all"] == {"refusal_rate": 2.5 / 4, "n": 4, "n_failed": 2}
+    ov = m["aggregate"]["overall"]["all"]
+    assert (ov["refusal_rate"], ov["n"], ov["n_failed"], ov["n_blocked"]) == (2.5 / 4, 4, 2, 0)
+    assert res.records[0]["convention"] == "2024-06" and res.records[0]["template_sha256"] == tps["1.1.1"].sha256
 
 
 def test_llm_judge_missing_template_fails_before_calls(tmp_path):
@@ -242,19 +244,23 @@ def test_http_timeout_is_bounded(tmp_path):
 
 
 @pytest.mark.realdata
-def test_load_prompts_mirror_filters_and_fallback(air_data, caplog):
+def test_load_prompts_mirror_filters_and_no_silent_fallback(air_data, monkeypatch):
     items = load_prompts("mirror")
     assert len(items) == 632 and len({it.id for it in items}) == 632
     assert len({it.l2 for it in items}) == 16
     sub = load_prompts("mirror", categories=["3", "14.3940"], limit=30)
     assert len(sub) == 30 and all(it.cate_idx.startswith(("3.", "14.3940.")) for it in sub)
     assert not any(it.cate_idx.startswith("3") and it.l2 != "3" for it in sub)  # '3' != '3x'
-    with pytest.raises(ValueError, match="selects no prompt"):
+    with pytest.raises(ValueError, match="is not an AIR 2024 category"):
         load_prompts("mirror", categories=["99"])
-    # hub unreachable / datasets missing -> the mirror, with a warning
-    caplog.set_level(logging.WARNING)
-    assert len(load_prompts("hf", revision="0" * 40)) == 632
-    assert "using the mirrored 632-prompt sample" in caplog.text
+    # datasets missing -> an error naming the fix, never the 632-prompt sample in its place
+    import sys
+
+    from iclr25.air_bench.data import PromptSourceError
+
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(PromptSourceError, match=r"iclr25-air-bench\[hub\]"):
+        load_prompts("hf")
 
 
 def test_load_prompts_bad_file(tmp_path):
@@ -263,8 +269,14 @@ def test_load_prompts_bad_file(tmp_path):
     with pytest.raises(ValueError, match="row 2"):
         load_prompts(p)
     p.write_text('{"cate-idx": "1.1.1", "prompt": "a"}\n{oops\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2"):
+    with pytest.raises(ValueError, match=r"p\.jsonl:2: invalid JSON"):
         load_prompts(p)
+    p.write_text('{"cate-idx": "1.99.99", "prompt": "a"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="not one of the 314"):
+        load_prompts(p)
+    p.write_text('{"cate-idx": "1.1.1", "prompt": "a"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="selects no prompt"):
+        load_prompts(p, categories=["2"])
 
 
 def test_report_files(tmp_path):
@@ -272,18 +284,21 @@ def test_report_files(tmp_path):
     for model, q in (("model-a", 1.0), ("model-b", 0.0)):
         for i, it in enumerate(_items(9)):
             recs.append({"model": model, "judge": "keyword", "id": it.id, "cate-idx": it.cate_idx,
-                         "refusal_score": q if i % 3 else 0.5, "judge_error": None})
+                         "convention": "n/a", "refusal_score": q if i % 3 else 0.5, "judge_error": None})
     recs[0]["refusal_score"], recs[0]["judge_error"] = None, "no tag"
     paths = write_report_files(recs, tmp_path, names={"1": "Security Risks"})
     rep = json.loads(paths["json"].read_text())
     a = rep["models"]["model-a"]
     assert a["n_judge_failures"] == 1
-    assert a["aggregate"]["l2"]["1"] == {"refusal_rate": 0.5, "n": 2, "n_failed": 1}
-    assert a["aggregate"]["overall"]["all"] == {"refusal_rate": (2 * 0.5 + 6 * 1.0) / 8, "n": 8, "n_failed": 1}
+    sub = {k: a["aggregate"]["l2"]["1"][k] for k in ("refusal_rate", "n", "n_failed")}
+    assert sub == {"refusal_rate": 0.5, "n": 2, "n_failed": 1}
+    ov = a["aggregate"]["overall"]["all"]
+    assert (ov["refusal_rate"], ov["n"], ov["n_failed"]) == ((2 * 0.5 + 6 * 1.0) / 8, 8, 1)
+    assert ov["se"] == pytest.approx(math.sqrt(ov["refusal_rate"] * (1 - ov["refusal_rate"]) / 8))
     csv_rows = paths["csv"].read_text().splitlines()
-    assert csv_rows[0] == "model,judge,level,category,name,refusal_rate,n,n_failed"
-    assert "model-b,keyword,l2,1,Security Risks,0.5,3,0" in csv_rows
-    assert "model-b,keyword,overall,all,all,0.16666666666666666,9,0" in csv_rows
+    assert csv_rows[0] == "model,judge,level,category,name,refusal_rate,se,ci95_low,ci95_high,n,n_failed,n_blocked"
+    assert any(r.startswith("model-b,keyword,l2,1,Security Risks,0.5,") and r.endswith(",3,0,0") for r in csv_rows)
+    assert any(r.startswith("model-b,keyword,overall,all,all,0.16666666666666666,") for r in csv_rows)
     md = paths["md"].read_text()
     assert "| 1 Security Risks |" in md and "1 failed" in md
     pytest.importorskip("matplotlib")

@@ -34,10 +34,45 @@ def test_theory_and_simulate_tiny(tmp_path):
 
     assert (tmp_path / "theory.png").is_file() == have_matplotlib()  # PNG only with the [plot] extra
     assert p.stdout.strip().splitlines()[-1].startswith("theory:")
-    run("simulate", "--scenario", "B", "--d", "40", "--seeds", "3", "--lam-grid", "0.1", "--no-plot",
-        "--no-progress", "--out", str(tmp_path))
+    run("simulate", "--scenario", "B", "--d", "40", "--mc-draws", "3", "--lam-grid", "0.1", "--no-plot",
+        "--quiet", "--out", str(tmp_path))
     sim = json.loads((tmp_path / "simulate.json").read_text())
     assert len(sim["mc_mean"]) == 1 and len(sim["mc_mean"][0]) == 2
+    # the 0.1 flags still work for one release, with a warning naming the new one
+    p = run("simulate", "--scenario", "B", "--d", "40", "--seeds", "2", "--lam-grid", "0.1", "--no-plot",
+            "--no-progress", "--out", str(tmp_path))
+    assert "--seeds is deprecated" in p.stderr and "use --mc-draws" in p.stderr
+    assert json.loads((tmp_path / "simulate.json").read_text())["config"]["mc_draws"] == 2
+
+
+def test_version_and_default_out(tmp_path):
+    from iclr25.ridge_bias import __version__
+
+    assert run("--version").stdout.strip() == f"iclr25-ridge-bias {__version__}"
+    p = subprocess.run([sys.executable, "-m", "iclr25.ridge_bias", "theory", "--lam-grid", "0.1", "--no-plot"],
+                       capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "runs" / "ridge-bias" / "theory" / "theory.json").is_file()
+
+
+def test_mixture_file_errors_name_the_real_problem(tmp_path):
+    import numpy as np
+
+    txt = tmp_path / "m.npz"
+    txt.write_text("cov1,cov2\n1,2\n")
+    p = run("theory", "--mixture-file", str(txt), "--no-plot", "--out", str(tmp_path), check=False)
+    assert p.returncode == 2 and "not a NumPy .npz archive" in p.stderr and "pickle" not in p.stderr
+    npy = tmp_path / "a.npz"
+    with open(npy, "wb") as fh:
+        np.save(fh, np.eye(2))
+    p = run("theory", "--mixture-file", str(npy), "--no-plot", "--out", str(tmp_path), check=False)
+    assert p.returncode == 2 and "a single .npy array" in p.stderr
+    part = tmp_path / "p.npz"
+    np.savez(part, cov1=np.eye(2))
+    p = run("theory", "--mixture-file", str(part), "--no-plot", "--out", str(tmp_path), check=False)
+    assert p.returncode == 2 and "missing array(s)" in p.stderr
+    p = run("theory", "--mixture-file", str(tmp_path / "none.npz"), "--no-plot", check=False)
+    assert p.returncode == 2 and "does not exist" in p.stderr
 
 
 def test_config_file_and_rp(tmp_path):

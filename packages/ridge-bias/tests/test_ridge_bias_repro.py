@@ -17,6 +17,7 @@ CLAIMS = [
     "s2/amplification_min_at_intermediate_lambda",
     "s3/gap_persists_with_parameterization",
     "s3/peak_near_interpolation",
+    "s3/peak_near_interpolation_m_sweep",
     "digits/theory_tracks_empirical_ordering",
 ]
 
@@ -37,7 +38,7 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
     # the theory-only claims do not depend on the tiny settings
     held = {c.name: c.holds for c in report.claims}
     assert held["s1/amplification_only_with_strong_lambda"] and held["s2/amplification_min_at_intermediate_lambda"]
-    assert held["s3/peak_near_interpolation"]
+    assert held["s3/peak_near_interpolation"] and held["s3/peak_near_interpolation_m_sweep"]
 
 
 @pytest.mark.slow

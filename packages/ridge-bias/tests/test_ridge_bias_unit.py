@@ -240,3 +240,16 @@ def test_spearman_matches_scipy():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(9), rng.standard_normal(9)
     assert _spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+
+
+def test_digits_gap_statistics_are_paired_standard_errors():
+    from iclr25.ridge_bias.digits import digits_experiment
+
+    lam = np.array([1e-2, 1.0])
+    res = digits_experiment(lam, (0.5,), n_train=300, splits=8, seed=1)
+    assert res["gap_sem"].shape == (1, 2) and np.all(res["gap_sem"] > 0)
+    assert res["n_resolved"] + res["n_unresolved"] == 2
+    np.testing.assert_array_equal(res["resolved"], np.abs(res["gap_empirical"]) >= 2 * res["gap_sem"])
+    np.testing.assert_allclose(res["gap_empirical"], res["empirical"][..., 1] - res["empirical"][..., 0], atol=1e-12)
+    with pytest.raises(ValueError, match="at least 2 random splits"):
+        digits_experiment(lam, (0.5,), n_train=300, splits=1)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import BenchConfig, JudgeConfig, ReportConfig, ReproduceConfig, RunConfig
@@ -22,8 +21,6 @@ log = logging.getLogger("iclr25.air_bench")
 
 
 def _setup_logging(quiet: bool) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("httpx", "httpx2", "httpcore", "openai"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -47,11 +44,31 @@ def _http_backend(model: str, base_url: str | None, env_name: str, timeout_s: fl
 
 def _hf_backend(model: str, device: str, batch_size: int, chat_template: bool) -> Any:
     try:
+        from iclr25.core.lm import load_causal_lm
         from iclr25.core.lm.generation import TransformersGenerator
     except ImportError as e:  # pragma: no cover - depends on extras
-        raise SystemExit(f"the hf backend needs torch + transformers: pip install 'iclr25-air-bench[hf]' ({e})") from None
-    return TransformersGenerator.from_pretrained(model, device=device, batch_size=batch_size,
-                                                 chat_template=chat_template)
+        raise ValueError(f"the hf backend needs torch + transformers: pip install 'iclr25-air-bench[hf]' ({e})") from None
+    m, tok = load_causal_lm(model, device=device)
+    return TransformersGenerator(m, tok, batch_size=batch_size, chat_template=chat_template, name=model)
+
+
+#: run_config.json fields that must match when a run is resumed (the cache would mix answers otherwise)
+_RUN_IDENTITY = ("model", "backend", "base_url", "prompts", "revision", "categories", "limit", "max_new_tokens",
+                 "temperature", "chat_template", "seed", "mock_refusal_prob")
+
+
+def _check_resume(cfg: RunConfig, prompt_set: dict[str, Any]) -> None:
+    p = cfg.out / "run_config.json"
+    if not (cfg.resume and p.is_file()):
+        return
+    old = json.loads(p.read_text(encoding="utf-8"))
+    new = _jsonable(cfg)
+    changed = [k for k in _RUN_IDENTITY if k in old and old[k] != new.get(k)]
+    if old.get("prompt_set") and old["prompt_set"].get("sha256") != prompt_set["sha256"]:
+        changed.append("prompt set (sha256)")
+    if changed:
+        raise ValueError(f"--resume into {cfg.out}: {', '.join(changed)} differ from the first run "
+                         f"({p}); resume with the same settings, or write to another --out")
 
 
 def _filter(records: list[dict[str, Any]], categories: Sequence[str], limit: int | None) -> list[dict[str, Any]]:
@@ -67,31 +84,40 @@ def _filter(records: list[dict[str, Any]], categories: Sequence[str], limit: int
 def cmd_run(cfg: RunConfig) -> int:
     from iclr25.core.lm.generation import GenerationConfig
 
-    from .data import load_prompts
+    from .data import load_prompts, prompt_set_info
     from .runner import RetryPolicy, generate_responses
     from .testing import MockRefusalBackend
 
     _setup_logging(cfg.quiet)
     prompts = load_prompts(cfg.prompts, revision=cfg.revision, categories=cfg.categories or None,
                            limit=cfg.limit)
+    source = "hf:" + cfg.revision[:12] if cfg.prompts in ("hf", "stanford-crfm/air-bench-2024") else cfg.prompts
+    pset = prompt_set_info(prompts, source)
+    log.info("prompt set %s: %d prompts, sha256 %s", source, pset["count"], pset["sha256"][:16])
+    _check_resume(cfg, pset)
     if cfg.backend == "openai":
         backend = _http_backend(cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
     elif cfg.backend == "hf":
         backend = _hf_backend(cfg.model, cfg.device, cfg.batch_size, cfg.chat_template)
     else:
         backend = MockRefusalBackend(prompts, {}, default=cfg.mock_refusal_prob, seed=cfg.seed,
-                                     name=cfg.model or "mock-refuser")
+                                     name=cfg.model or "mock-refuser", latency_s=cfg.mock_latency_s,
+                                     blocked_marker=cfg.mock_blocked_marker)
     gen = GenerationConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                            seed=cfg.seed if cfg.temperature > 0 else None)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    (cfg.out / "run_config.json").write_text(json.dumps(_jsonable(cfg), indent=1) + "\n", encoding="utf-8")
+    if not (cfg.resume and (cfg.out / "run_config.json").is_file()):
+        (cfg.out / "run_config.json").write_text(json.dumps({**_jsonable(cfg), "prompt_set": pset}, indent=1)
+                                                 + "\n", encoding="utf-8")
     res = generate_responses(backend, prompts, cfg.out / "responses.jsonl", config=gen,
                              model_name=cfg.model or None, batch_size=cfg.batch_size,
                              concurrency=cfg.concurrency,
                              retry=RetryPolicy(cfg.max_retries, cfg.backoff_s), resume=cfg.resume,
-                             progress=not cfg.quiet)
+                             progress=not cfg.quiet, prompt_set=pset)
+    n_blocked = sum(bool(r.get("blocked")) for r in res.records)
     msg = (f"run: {len(res.records)}/{len(prompts)} responses in {cfg.out / 'responses.jsonl'} "
-           f"({res.n_new} new, {res.n_cached} cached, {len(res.failed)} failed, {res.seconds:.1f} s)")
+           f"({res.n_new} new, {res.n_cached} cached, {n_blocked} blocked by the provider, {len(res.failed)} "
+           f"failed, {res.seconds:.1f} s; prompts: {source}, {pset['count']})")
     if res.failed:
         print(msg + "; rerun with --resume to retry the failed prompts")
         return 1
@@ -113,12 +139,15 @@ def _build_judge(cfg: JudgeConfig) -> Any:
         return EmbeddingLRJudge().fit([r["response"] for r in train], [r["refusal_score"] for r in train])
     templates = load_judge_templates(None if cfg.templates == "mirror" else cfg.templates,
                                      convention=cfg.convention)
+    log.info("judge templates: %d categories, convention %s", len(templates),
+             next(iter(templates.values())).convention if templates else "?")
     if cfg.judge_backend == "openai":
         be = _http_backend(cfg.judge_model, cfg.judge_base_url, cfg.api_key_env, cfg.timeout_s)
     elif cfg.judge_backend == "hf":
         be = _hf_backend(cfg.judge_model, "auto", cfg.batch_size, True)
     else:
-        be = MockJudgeBackend()  # never labelled with a real judge model name
+        be = MockJudgeBackend(malformed_every=cfg.mock_malformed_every, latency_s=cfg.mock_latency_s,
+                              convention=next(iter(templates.values())).convention)  # never a real judge name
     return LLMJudge(be, templates, config=GenerationConfig(max_new_tokens=cfg.judge_max_tokens,
                                                            temperature=0.0), strict=cfg.strict_parse)
 
@@ -129,17 +158,18 @@ def cmd_judge(cfg: JudgeConfig) -> int:
 
     _setup_logging(cfg.quiet)
     if not cfg.responses.is_file():
-        raise SystemExit(f"iclr25-air-bench judge: --responses {cfg.responses} does not exist (run `run` first)")
-    records = _filter(read_jsonl(cfg.responses), cfg.categories, cfg.limit)
-    out = cfg.out or cfg.responses.parent
+        raise FileNotFoundError(f"--responses {cfg.responses} does not exist (run `run` first)")
+    records = _filter(read_jsonl(cfg.responses, torn_tail="drop"), cfg.categories, cfg.limit)
+    out = cfg.out
     judge = _build_judge(cfg)
     res = judge_responses(judge, records, out / "scores.jsonl", batch_size=cfg.batch_size,
                           concurrency=cfg.concurrency, retry=RetryPolicy(cfg.max_retries, cfg.backoff_s),
                           resume=cfg.resume, rejudge_failures=cfg.rejudge_failures, progress=not cfg.quiet)
     n_fail = sum(r.get("refusal_score") is None for r in res.records)
+    n_blocked = sum(bool(r.get("blocked")) for r in res.records)
     msg = (f"judge[{judge.name}]: {len(res.records)}/{len(records)} judged into {out / 'scores.jsonl'} "
-           f"({res.n_new} new, {res.n_cached} cached, {n_fail} judge failures, {len(res.failed)} "
-           f"call failures, {res.seconds:.1f} s)")
+           f"(convention {getattr(judge, 'convention', 'n/a')}; {res.n_new} new, {res.n_cached} cached, "
+           f"{n_fail} judge failures, {n_blocked} blocked, {len(res.failed)} call failures, {res.seconds:.1f} s)")
     print(msg + ("; rerun with --resume" if res.failed else ""))
     return 1 if res.failed else 0
 
@@ -148,12 +178,12 @@ def cmd_report(cfg: ReportConfig) -> int:
     from .data import load_taxonomy, read_jsonl
     from .report import build_report, write_report_files
 
-    _setup_logging(False)
+    _setup_logging(cfg.quiet)
     recs: list[dict[str, Any]] = []
     for p in cfg.scores:
         if not Path(p).is_file():
-            raise SystemExit(f"iclr25-air-bench report: --scores {p} does not exist")
-        recs += read_jsonl(p)
+            raise FileNotFoundError(f"--scores {p} does not exist")
+        recs += read_jsonl(p, torn_tail="drop")
     try:
         names = load_taxonomy(None if cfg.taxonomy == "mirror" else cfg.taxonomy).names()
     except FileNotFoundError as e:
@@ -162,22 +192,14 @@ def cmd_report(cfg: ReportConfig) -> int:
     paths = write_report_files(recs, cfg.out, names=names, plot=cfg.plot)
     rep = build_report(recs, names=names)
     summary = ", ".join(f"{lab}: {m['aggregate']['overall']['all']['refusal_rate']:.3f} "
-                        f"(n={m['aggregate']['overall']['all']['n']}, {m['n_judge_failures']} judge failures)"
+                        f"± {m['aggregate']['overall']['all']['se']:.3f} "
+                        f"(n={m['aggregate']['overall']['all']['n']}, {m['n_judge_failures']} judge failures, "
+                        f"{m['n_blocked']} blocked)"
                         for lab, m in rep["models"].items())
-    print(f"report: {', '.join(str(p) for p in paths.values())}\noverall refusal rate: {summary}")
-    return 0
-
-
-def cmd_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-
-    from .reproduce import reproduce
-
-    _setup_logging(False)
-    rep = run_reproduction("air-bench", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(rep.to_markdown())
-    print(f"{sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold; {cfg.out}/results.json "
-          f"({rep.seconds:.1f} s)")
+    meta = rep["meta"]
+    sets = "; ".join(f"{p['source']} ({p['count']} prompts)" for p in meta["prompt_sets"]) or "not recorded"
+    print(f"report: {', '.join(str(p) for p in paths.values())}\nconvention {meta['convention']}, prompts: "
+          f"{sets}\noverall refusal rate: {summary}")
     return 0
 
 
@@ -185,7 +207,7 @@ def cmd_bench(cfg: BenchConfig) -> int:
     from .data import load_prompts
     from .throughput import http_throughput, local_throughput
 
-    _setup_logging(False)
+    _setup_logging(cfg.quiet)
     prompts = load_prompts("mirror")
     res: dict[str, Any] = {
         "http": http_throughput(prompts[:cfg.http_prompts], latency_s=cfg.latency_s,
@@ -211,20 +233,6 @@ def cmd_bench(cfg: BenchConfig) -> int:
     return 0
 
 
-def _clean(name: str, fn: Callable[[Any], int]) -> Callable[[Any], int]:
-    """Print expected errors (bad input, existing output, missing file) as one line, exit code 2."""
-
-    def run(cfg: Any) -> int:
-        try:
-            return fn(cfg)
-        except (FileExistsError, FileNotFoundError, ValueError, KeyError) as e:
-            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-            print(f"iclr25-air-bench {name}: error: {msg}", file=sys.stderr)
-            return 2
-
-    return run
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-air-bench``; returns the exit code."""
     return run_cli(
@@ -232,11 +240,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "AIR-Bench 2024 (ICLR 2025): regulation-aligned safety evaluation. "
         "run (model -> responses), judge (responses -> scores), report (scores -> tables/plot).",
         {
-            "run": Command(RunConfig, _clean("run", cmd_run), "send prompts to a model; cache responses (resumable)"),
-            "judge": Command(JudgeConfig, _clean("judge", cmd_judge), "score responses with the LLM / keyword / embedding judge"),
-            "report": Command(ReportConfig, _clean("report", cmd_report), "refusal rates at levels 1-4: JSON, CSV, Markdown, plot"),
-            "reproduce": Command(ReproduceConfig, _clean("reproduce", cmd_reproduce), "reproduce the paper's claims (CPU scale)"),
-            "bench": Command(BenchConfig, _clean("bench", cmd_bench), "throughput: batched/concurrent vs one prompt at a time"),
+            "run": Command(RunConfig, _guard(cmd_run), "send prompts to a model; cache responses (resumable)"),
+            "judge": Command(JudgeConfig, _guard(cmd_judge), "score responses with the LLM / keyword / embedding judge"),
+            "report": Command(ReportConfig, _guard(cmd_report), "refusal rates at levels 1-4: JSON, CSV, Markdown, plot"),
+            "reproduce": reproduce_command("air-bench", "iclr25.air_bench.reproduce:reproduce", __version__,
+                                           config=ReproduceConfig, help="reproduce the paper's claims (CPU scale)"),
+            "bench": Command(BenchConfig, _guard(cmd_bench), "throughput: batched/concurrent vs one prompt at a time"),
         },
         argv,
+        version=__version__,
     )
+
+
+def _guard(fn: Callable[[Any], int]) -> Callable[[Any], int]:
+    """run_cli prints ValueError/FileNotFoundError cleanly; FileExistsError (an existing output without
+    --resume) and KeyError (a missing judge template) become ValueError so they print the same way."""
+
+    def run(cfg: Any) -> int:
+        try:
+            return fn(cfg)
+        except FileExistsError as e:
+            raise ValueError(str(e)) from None
+        except KeyError as e:
+            raise ValueError(e.args[0] if e.args else str(e)) from None
+
+    return run

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .data import HF_REVISION
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+
+HF_REVISION = "58d507aa176c4b6a46d2050645eb0ee6ae71442c"
+"""HF revision of stanford-crfm/air-bench-2024 (config default, 5,694 rows); == data.HF_REVISION."""
+
+
+def _positive(name: str, v: float) -> None:
+    if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+        raise ValueError(f"--{name.replace('_', '-')}={v!r} must be finite and > 0")
+
+
+def _nonneg(name: str, v: float) -> None:
+    if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+        raise ValueError(f"--{name.replace('_', '-')}={v!r} must be finite and >= 0")
 
 __all__ = ["RunConfig", "JudgeConfig", "ReportConfig", "ReproduceConfig", "BenchConfig"]
 
 _DEFAULT_BATCH = {"openai": (1, 16), "hf": (16, 1), "mock": (32, 1)}
 
 
-@dataclass
-class RunConfig:
+@dataclass(kw_only=True)
+class RunConfig(CommonOptions, SeedOption):
     """`run`: send AIR-Bench prompts to a model and cache the responses (out/responses.jsonl)."""
 
     model: str = ""
@@ -28,18 +42,17 @@ class RunConfig:
     """NAME of the environment variable that holds the API key (the key itself is never a flag, never
     logged, never written)."""
     prompts: str = "hf"
-    """hf = the full 5,694 prompts from the hub (falls back to the mirrored 632-prompt sample when
-    unreachable), mirror = the sample, or a .jsonl/.csv file."""
+    """hf = the full 5,694 prompts from the hub or its cache (extra [hub]; an error, never a silent
+    fallback, when unavailable), mirror = the 632-prompt sample (not the paper's set), or a .jsonl/.csv file."""
     revision: str = HF_REVISION
     """Hub revision of stanford-crfm/air-bench-2024 (pinned)."""
     limit: int | None = None
     """Use only the first N prompts (after --categories)."""
     categories: tuple[str, ...] = ()
     """Keep only these categories: ids like 3 (level-2), 3.8 (level-3) or 3.8.1 (level-4)."""
-    out: Path = Path("runs/air-bench")
-    """Output folder (responses.jsonl, run_config.json)."""
     resume: bool = False
-    """Continue an interrupted run: prompts already in responses.jsonl are skipped (never re-paid)."""
+    """Continue an interrupted run: prompts already in responses.jsonl are skipped (never re-paid).
+    The model, backend, prompt set and decoding must match the first run's (run_config.json)."""
     batch_size: int | None = None
     """Prompts per backend call (default: openai 1, hf 16, mock 32)."""
     concurrency: int | None = None
@@ -54,17 +67,15 @@ class RunConfig:
     """Bounded retries per batch, exponential backoff with jitter."""
     backoff_s: float = 1.0
     """First retry wait (seconds; doubles per retry, capped at 30 s)."""
-    device: str = "auto"
-    """hf backend: torch device."""
     chat_template: bool = True
     """hf backend: wrap each prompt as one user turn with the tokenizer's chat template (paper: single
     user turn, no system prompt)."""
     mock_refusal_prob: float = 0.5
     """mock backend: refusal probability of every level-2 category."""
-    seed: int = 0
-    """Seed (sampling when temperature > 0; mock draws)."""
-    quiet: bool = False
-    """No progress bar."""
+    mock_latency_s: float = 0.0
+    """mock backend: seconds per prompt (testing interrupted runs)."""
+    mock_blocked_marker: str | None = None
+    """mock backend: prompts containing this text are refused by a simulated HTTP 400 content filter."""
 
     def __post_init__(self) -> None:
         if self.backend != "mock" and not self.model:
@@ -76,10 +87,18 @@ class RunConfig:
             raise ValueError("--batch-size and --concurrency must be >= 1")
         if not 0 <= self.mock_refusal_prob <= 1:
             raise ValueError("--mock-refusal-prob must be in [0, 1]")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens={self.max_new_tokens} must be >= 1")
+        _nonneg("temperature", self.temperature)
+        _positive("timeout_s", self.timeout_s)
+        _nonneg("backoff_s", self.backoff_s)
+        _nonneg("mock_latency_s", self.mock_latency_s)
+        if self.max_retries < 0:
+            raise ValueError(f"--max-retries={self.max_retries} must be >= 0")
 
 
-@dataclass
-class JudgeConfig:
+@dataclass(kw_only=True)
+class JudgeConfig(CommonOptions):
     """`judge`: score cached responses with a judge (out/scores.jsonl)."""
 
     responses: Path = Path("runs/air-bench/responses.jsonl")
@@ -97,19 +116,19 @@ class JudgeConfig:
     """NAME of the environment variable holding the judge's API key."""
     templates: str = "mirror"
     """Judge-template CSV (cate-idx, ..., judge_prompt); mirror = the June-2024 set (314)."""
-    convention: Literal["2024-06", "2024-07"] = "2024-06"
-    """Score direction of the templates: 2024-06 says 0 = refusal (refusal score = 1 - judge score);
-    2024-07 (HF revision 976d9fbb, HELM) says 1 = refusal."""
+    convention: Literal["auto", "2024-06", "2024-07"] = "auto"
+    """Score direction of the templates: auto = read from the rubrics; 2024-06 says 0 = refusal
+    (refusal score = 1 - judge score); 2024-07 (HF revision 976d9fbb, HELM) says 1 = refusal. A
+    convention the rubrics contradict is an error (it would invert every rate)."""
     strict_parse: bool = False
     """HELM's exact parser instead of the lenient one (neither ever guesses a score)."""
     judge_max_tokens: int = 64
     """Judge answer length (HELM: 64; the repo notebooks: 512)."""
     train: str = "mirror"
     """embedding judge: graded responses to train on (JSONL with response, refusal_score)."""
-    out: Path | None = None
-    """Output folder (default: the folder of --responses)."""
     resume: bool = False
-    """Continue: items already in scores.jsonl are not judged again."""
+    """Continue: items already in scores.jsonl are not judged again (same judge, convention and
+    templates only; anything else is refused)."""
     rejudge_failures: bool = False
     """With --resume: judge again the items whose judge answer could not be parsed."""
     limit: int | None = None
@@ -126,18 +145,32 @@ class JudgeConfig:
     """Bounded retries per batch."""
     backoff_s: float = 1.0
     """First retry wait (seconds)."""
-    quiet: bool = False
-    """No progress bar."""
+    mock_malformed_every: int | None = None
+    """mock judge backend: every n-th answer is malformed (testing failures and --rejudge-failures)."""
+    mock_latency_s: float = 0.0
+    """mock judge backend: seconds per item (testing interrupted runs)."""
+
+    def __post_init__(self) -> None:
+        if self.rejudge_failures and not self.resume:
+            raise ValueError("--rejudge-failures needs --resume (it re-judges the failures of an existing "
+                             "scores.jsonl)")
+        if self.batch_size < 1 or self.concurrency < 1:
+            raise ValueError("--batch-size and --concurrency must be >= 1")
+        if self.judge_max_tokens < 1:
+            raise ValueError(f"--judge-max-tokens={self.judge_max_tokens} must be >= 1")
+        _positive("timeout_s", self.timeout_s)
+        _nonneg("backoff_s", self.backoff_s)
+        _nonneg("mock_latency_s", self.mock_latency_s)
+        if self.max_retries < 0:
+            raise ValueError(f"--max-retries={self.max_retries} must be >= 0")
 
 
-@dataclass
-class ReportConfig:
+@dataclass(kw_only=True)
+class ReportConfig(CommonOptions):
     """`report`: refusal-rate tables per level (JSON, CSV, Markdown) and a level-2 plot."""
 
     scores: tuple[Path, ...] = ()
     """One or more scores.jsonl files (one per model, or several models in one file)."""
-    out: Path = Path("runs/air-bench/report")
-    """Output folder."""
     plot: bool = True
     """Write level2.png (needs matplotlib, extra [plot])."""
     taxonomy: str = "mirror"
@@ -148,18 +181,14 @@ class ReportConfig:
             raise ValueError("--scores needs at least one scores.jsonl")
 
 
-@dataclass
-class ReproduceConfig:
-    """`reproduce`: the CPU-scale reproduction (writes results.json / results.md)."""
-
-    quick: bool = False
-    """Quick mode (< 1 min on 2 cores): embedding judge on 160 responses."""
-    out: Path = Path("results/air-bench")
-    """Output folder."""
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
+    """`reproduce`: the CPU-scale reproduction (writes results.json / results.md); --quick: embedding
+    judge on 160 responses, under a minute on 2 cores."""
 
 
-@dataclass
-class BenchConfig:
+@dataclass(kw_only=True)
+class BenchConfig(CommonOptions):
     """`bench`: throughput (prompts/s) batched/concurrent vs one prompt at a time."""
 
     http_prompts: int = 64
@@ -174,5 +203,3 @@ class BenchConfig:
     """Batch size of the batched local mode."""
     max_new_tokens: int = 32
     """Tokens generated per prompt by the tiny model."""
-    out: Path = Path("runs/air-bench/bench")
-    """Output folder (throughput.json)."""

@@ -3,15 +3,16 @@
 The mirrored files (``$ICLR25_DATA/air-bench/``, see its PROVENANCE.md) are declared in
 :data:`AIR_BENCH` with their sha256. The full 5,694-prompt set lives only on the Hugging Face hub
 (``stanford-crfm/air-bench-2024``, config ``default``, split ``test``); :func:`load_prompts` reads it
-with ``datasets`` when that is installed and the hub is reachable, and otherwise falls back to the
-mirrored 632-prompt sample (with a warning).
+with ``datasets`` (extra ``[hub]``) from the hub or its local cache. Without ``datasets``, or offline
+without a cached copy, ``"hf"`` is an error that names the fix; the mirrored 632-prompt sample is
+only used when asked for explicitly (``"mirror"``). :func:`prompt_set_info` gives the source, count
+and sha256 of a prompt set, which every run records.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import logging
 import sys
 from collections import Counter
@@ -22,8 +23,8 @@ from typing import Any
 
 from iclr25.core.data import DatasetSpec, RemoteFile
 
-from .scoring import Convention, JudgeTemplate
-from .taxonomy import Taxonomy, split_cate_idx
+from .scoring import Convention, JudgeTemplate, resolve_convention
+from .taxonomy import Taxonomy, check_cate_idx, split_cate_idx
 
 __all__ = [
     "AIR_BENCH",
@@ -36,13 +37,19 @@ __all__ = [
     "load_taxonomy",
     "load_graded_responses",
     "read_jsonl",
+    "prompt_set_info",
+    "PromptSourceError",
 ]
+
+
+class PromptSourceError(ValueError):
+    """The requested prompt set cannot be loaded (``datasets`` missing, hub offline without a cache)."""
 
 log = logging.getLogger(__name__)
 
 HF_DATASET = "stanford-crfm/air-bench-2024"
 #: HF revision of the ``default`` config with 5,694 rows (see the spec).
-HF_REVISION = "58d507aa176c4b6a46d2050645eb0ee6ae71442c"
+HF_REVISION = "58d507aa176c4b6a46d2050645eb0ee6ae71442c"  # == config.HF_REVISION (kept light for --help)
 _SRC = "https://github.com/stanford-crfm/air-bench-2024"
 
 AIR_BENCH = DatasetSpec(
@@ -94,22 +101,28 @@ def prompt_id(cate_idx: str, prompt: str) -> str:
     return f"{cate_idx}/{hashlib.sha256(prompt.encode('utf-8')).hexdigest()[:12]}"
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSON-lines file.
+def read_jsonl(path: str | Path, *, torn_tail: str = "error") -> list[dict[str, Any]]:
+    """Read a JSON-lines file (the core's line-numbered reader).
+
+    Args:
+        path: the file.
+        torn_tail: ``"drop"`` skips a last line cut off by a crash (with a warning).
 
     Raises:
+        FileNotFoundError: no such file.
         ValueError: naming the file and line of a malformed line.
     """
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: line {i}: not valid JSON ({e.msg})") from None
-    return rows
+    from iclr25.core.jsonl import read_jsonl as _read
+
+    return _read(path, torn_tail=torn_tail)  # type: ignore[arg-type]
+
+
+def prompt_set_info(items: Iterable[PromptItem], source: str) -> dict[str, Any]:
+    """``{"source", "count", "sha256"}`` of a prompt set: the sha256 is over the sorted prompt ids
+    (each id hashes its category and text), so the same prompts in another order hash the same."""
+    ids = sorted(it.id for it in items)
+    h = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
+    return {"source": source, "count": len(ids), "sha256": h}
 
 
 def _items_from_rows(rows: Iterable[dict[str, Any]], source: str) -> list[PromptItem]:
@@ -117,13 +130,10 @@ def _items_from_rows(rows: Iterable[dict[str, Any]], source: str) -> list[Prompt
     seen: Counter[str] = Counter()
     for i, r in enumerate(rows, start=1):
         try:
-            cate = str(r["cate-idx"]).strip()
-            split_cate_idx(cate)
+            cate = check_cate_idx(str(r["cate-idx"]), f"{source}: row {i}")
             prompt = r["prompt"]
         except KeyError as e:
             raise ValueError(f"{source}: row {i}: missing field {e}; need 'cate-idx' and 'prompt'") from None
-        except ValueError as e:
-            raise ValueError(f"{source}: row {i}: {e}") from None
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"{source}: row {i}: 'prompt' must be a non-empty string")
         pid = prompt_id(cate, prompt)
@@ -136,9 +146,21 @@ def _items_from_rows(rows: Iterable[dict[str, Any]], source: str) -> list[Prompt
 
 
 def _load_hf(dataset_id: str, revision: str | None) -> list[PromptItem]:
-    from datasets import load_dataset  # optional dependency
-
-    ds = load_dataset(dataset_id, "default", split="test", revision=revision)
+    try:
+        from datasets import load_dataset  # optional dependency: extra [hub]
+    except ImportError:
+        raise PromptSourceError(
+            "--prompts hf (the full 5,694-prompt benchmark, the default) needs the `datasets` package: "
+            "pip install 'iclr25-air-bench[hub]'. Or pass --prompts mirror for the 632-prompt sample "
+            "(not comparable with the paper's numbers) or --prompts FILE.jsonl") from None
+    try:
+        ds = load_dataset(dataset_id, "default", split="test", revision=revision)
+    except Exception as e:  # noqa: BLE001 - offline without a cache, hub errors
+        raise PromptSourceError(
+            f"the full prompt set {dataset_id}@{(revision or 'main')[:10]} could not be loaded "
+            f"({type(e).__name__}: {str(e)[:200]}). Online: check the network or the revision; offline "
+            "(HF_DATASETS_OFFLINE=1): load it once with network access so it is cached, or pass "
+            "--prompts FILE.jsonl, or --prompts mirror for the 632-prompt sample") from None
     return _items_from_rows(ds, f"{dataset_id}@{revision}")
 
 
@@ -149,9 +171,8 @@ def load_prompts(source: str | Path | None = None, *, revision: str | None = HF_
     Args:
         source: a ``.jsonl`` / ``.csv`` file (columns ``cate-idx, l2-name, l3-name, l4-name, prompt``),
             ``"mirror"`` (the 632-prompt sample under ``$ICLR25_DATA``), ``"hf"`` or a hub id
-            ``"stanford-crfm/air-bench-2024"`` (the full 5,694 prompts via ``datasets``; falls back to
-            the mirror with a warning when ``datasets`` or the hub is unavailable), or ``None``
-            (= ``"hf"``).
+            ``"stanford-crfm/air-bench-2024"`` (the full 5,694 prompts via ``datasets``, extra
+            ``[hub]``; never silently replaced by the sample), or ``None`` (= ``"hf"``).
         revision: hub revision (pinned by default).
         categories: keep prompts whose ``cate-idx`` equals one of these or starts with one of them
             followed by a dot (``"3"`` = level-2 category 3, ``"3.8"`` = level-3, ``"3.8.1"`` = leaf).
@@ -161,18 +182,15 @@ def load_prompts(source: str | Path | None = None, *, revision: str | None = HF_
         ``list[PromptItem]``.
 
     Raises:
-        ValueError: malformed file (file, row, field), or ``categories`` selecting nothing.
+        ValueError: malformed file (file, row, field), an unknown category id, or ``categories``
+            selecting nothing.
+        PromptSourceError: ``"hf"`` without ``datasets`` or without access to the hub or its cache.
         iclr25.core.data.DataNotFoundError: mirror file missing.
     """
     src = "hf" if source is None else str(source)
     if src in ("hf", HF_DATASET):
-        try:
-            items = _load_hf(HF_DATASET, revision)
-        except Exception as e:  # noqa: BLE001 - no datasets package, no network, ...
-            log.warning("full prompt set %s unavailable (%s: %s); using the mirrored 632-prompt sample",
-                        HF_DATASET, type(e).__name__, str(e)[:120])
-            src = "mirror"
-    if src == "mirror":
+        items = _load_hf(HF_DATASET, revision)
+    elif src == "mirror":
         items = _items_from_rows(read_jsonl(AIR_BENCH.path("prompts_sample.jsonl")), "prompts_sample.jsonl")
     elif src not in ("hf", HF_DATASET):
         p = Path(src)
@@ -185,6 +203,7 @@ def load_prompts(source: str | Path | None = None, *, revision: str | None = HF_
             items = _items_from_rows(read_jsonl(p), str(p))
     if categories:
         cats = [str(c).strip() for c in categories if str(c).strip()]
+        check_category_filters(cats)
         items = [it for it in items if any(it.cate_idx == c or it.cate_idx.startswith(c + ".") for c in cats)]
         if not items:
             raise ValueError(f"--categories {cats} selects no prompt (use ids like '3', '3.8' or '3.8.1')")
@@ -195,36 +214,70 @@ def load_prompts(source: str | Path | None = None, *, revision: str | None = HF_
     return items
 
 
-def load_judge_templates(path: str | Path | None = None, *, convention: Convention = "2024-06"
+def check_category_filters(cats: Iterable[str]) -> None:
+    """Check ``--categories`` ids (``"3"``, ``"3.8"``, ``"3.8.1"``) against the taxonomy.
+
+    Raises:
+        ValueError: an id that names no AIR 2024 category at its level.
+    """
+    from .taxonomy import LEAF_IDS
+
+    l3s = {c.rsplit(".", 1)[0] for c in LEAF_IDS}
+    for c in cats:
+        n = c.count(".")
+        ok = (n == 0 and c.isdigit() and 1 <= int(c) <= 16) or (n == 1 and c in l3s) or (n == 2 and c in LEAF_IDS)
+        if not ok:
+            raise ValueError(f"--categories: {c!r} is not an AIR 2024 category (use a level-2 number 1..16, a "
+                             "level-3 id such as 3.8, or a level-4 id such as 3.8.1)")
+
+
+def load_judge_templates(path: str | Path | None = None, *, convention: Convention | str = "auto"
                          ) -> dict[str, JudgeTemplate]:
     """Load the per-category judge templates (``cate-idx, ..., judge_prompt`` CSV).
 
+    The score direction is read from the rubrics themselves
+    (:func:`~iclr25.air_bench.scoring.resolve_convention`): with ``convention="auto"`` it is the
+    detected one; an explicit convention that disagrees with the rubrics is an error, so June- and
+    July-2024 templates cannot be scored with the wrong direction.
+
     Args:
         path: the CSV; default the mirrored June-2024 set ``judge_prompts_2024-06.csv``.
-        convention: the score direction those templates use (the mirror's is ``"2024-06"``:
-            0 = refusal; the HF templates since 2024-07-03 are ``"2024-07"``).
+        convention: ``"auto"``, ``"2024-06"`` (0 = refusal) or ``"2024-07"`` (1 = refusal; the HF
+            templates since 2024-07-03).
 
     Returns:
-        ``{cate_idx: JudgeTemplate}`` (314 entries for the full set).
+        ``{cate_idx: JudgeTemplate}`` (314 entries for the full set), each with the resolved
+        convention.
 
     Raises:
-        ValueError: a row lacking a column or a placeholder (file, line), duplicate ids.
+        ValueError: a row lacking a column or a placeholder (file, line), duplicate ids, an unknown
+            category id. ConventionError: the direction disagrees with ``convention``, or is mixed.
     """
     p = Path(path) if path is not None else AIR_BENCH.path("judge_prompts_2024-06.csv")
-    out: dict[str, JudgeTemplate] = {}
+    if not p.is_file():
+        raise FileNotFoundError(f"judge templates {p}: no such file")
+    rows: dict[str, str] = {}
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     with open(p, newline="", encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh), start=1):
             try:
-                cate = row["cate-idx"].strip()
-                t = JudgeTemplate(cate, row["judge_prompt"], convention)
+                cate = check_cate_idx(row["cate-idx"], f"{p}: row {i}")
+                text = row["judge_prompt"]
             except KeyError as e:
                 raise ValueError(f"{p}: row {i}: missing column {e}") from None
-            except ValueError as e:
-                raise ValueError(f"{p}: row {i}: {e}") from None
-            if cate in out:
+            if cate in rows:
                 raise ValueError(f"{p}: row {i}: duplicate cate-idx {cate}")
-            out[cate] = t
+            rows[cate] = text
+    conv, counts = resolve_convention(rows, convention, source=str(p))  # type: ignore[arg-type]
+    if counts["undetected"]:
+        log.info("%s: the rubric direction of %d of %d templates could not be read; they follow the set's "
+                 "(%s)", p, counts["undetected"], len(rows), conv)
+    out: dict[str, JudgeTemplate] = {}
+    for i, (cate, text) in enumerate(rows.items(), start=1):
+        try:
+            out[cate] = JudgeTemplate(cate, text, conv)
+        except ValueError as e:
+            raise ValueError(f"{p}: row {i}: {e}") from None
     return out
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["L1_NAMES", "L1_OF_L2", "Category", "Taxonomy", "split_cate_idx"]
+__all__ = ["L1_NAMES", "L1_OF_L2", "LEAF_IDS", "Category", "Taxonomy", "split_cate_idx", "check_cate_idx"]
 
 #: Level-1 names in the paper's order.
 L1_NAMES: tuple[str, ...] = (
@@ -32,6 +32,22 @@ L1_OF_L2: dict[int, str] = {
 }
 
 
+#: The 314 level-4 ids of AIR 2024 as ``{"<l2>.<l3>": (first l4, last l4)}`` (contiguous ranges; the
+#: structure of ``taxonomy.csv``, checked against the mirrored file by a test).
+_LEAF_RANGES: dict[str, tuple[int, int]] = {
+    "1.1": (1, 6), "1.2": (7, 10), "1.3": (11, 12), "2.4": (1, 10), "2.5": (11, 21), "2.6": (22, 26),
+    "3.7": (1, 3), "3.8": (4, 7), "3.9": (8, 11), "3.10": (12, 16), "3.11": (17, 22), "3.12": (23, 24),
+    "4.13": (1, 11), "4.14": (12, 31), "4.15": (32, 34), "4.16": (35, 36), "5.17": (1, 4), "5.18": (5, 6),
+    "5.19": (7, 7), "5.20": (8, 9), "6.21": (1, 5), "6.22": (6, 7), "7.23": (1, 3), "8.24": (1, 7),
+    "8.25": (8, 9), "8.26": (10, 13), "8.27": (14, 25), "9.28": (1, 2), "9.29": (3, 4), "9.30": (5, 8),
+    "9.31": (9, 10), "10.32": (1, 5), "10.33": (6, 7), "10.34": (8, 9), "11.35": (1, 2), "11.36": (3, 5),
+    "12.37": (1, 3), "13.38": (1, 5), "14.3940": (1, 60), "15.4142": (1, 72), "16.43": (1, 1),
+    "16.44": (2, 4), "16.45": (5, 8),
+}
+LEAF_IDS: frozenset[str] = frozenset(f"{l3}.{k}" for l3, (a, b) in _LEAF_RANGES.items() for k in range(a, b + 1))
+"""The 314 level-4 category ids (``"1.1.1"`` ... ``"16.45.8"``)."""
+
+
 def split_cate_idx(cate_idx: str) -> tuple[str, str, str]:
     """Split ``"14.3940.12"`` into its level-2, level-3 and level-4 ids ``("14", "14.3940", "14.3940.12")``.
 
@@ -44,6 +60,25 @@ def split_cate_idx(cate_idx: str) -> tuple[str, str, str]:
     if int(parts[0]) not in L1_OF_L2:
         raise ValueError(f"cate-idx {cate_idx!r}: level-2 number {parts[0]} is not in 1..16")
     return parts[0], f"{parts[0]}.{parts[1]}", str(cate_idx).strip()
+
+
+def check_cate_idx(cate_idx: str, where: str = "") -> str:
+    """``cate_idx`` stripped, if it is one of the 314 AIR 2024 level-4 categories.
+
+    Raises:
+        ValueError: a malformed id, or a well-formed one that is not in the taxonomy (e.g.
+            ``"1.99.99"``), naming ``where`` (file and row) when given.
+    """
+    pre = f"{where}: " if where else ""
+    try:
+        _, l3, leaf = split_cate_idx(cate_idx)
+    except ValueError as e:
+        raise ValueError(pre + str(e)) from None
+    if leaf not in LEAF_IDS:
+        hint = f"level-3 {l3} has leaves {l3}.{_LEAF_RANGES[l3][0]}..{_LEAF_RANGES[l3][1]}" if l3 in _LEAF_RANGES \
+            else f"there is no level-3 category {l3}"
+        raise ValueError(f"{pre}cate-idx {leaf!r} is not one of the 314 AIR 2024 level-4 categories ({hint})")
+    return leaf
 
 
 @dataclass(frozen=True)

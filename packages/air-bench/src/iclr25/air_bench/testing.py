@@ -28,7 +28,17 @@ from iclr25.core.lm.generation import GenerationConfig
 from .data import PromptItem
 
 __all__ = ["CANNED_REFUSAL", "CANNED_COMPLIANCE", "MockRefusalBackend", "MockJudgeBackend", "StubChatServer",
-           "binomial_interval"]
+           "binomial_interval", "MockContentFilterError"]
+
+
+class MockContentFilterError(Exception):
+    """What a provider's content filter raises (HTTP 400, code ``content_filter``), for offline tests."""
+
+    status_code = 400
+    code = "content_filter"
+
+    def __init__(self, message: str = "The prompt was filtered due to the content management policy") -> None:
+        super().__init__(message)
 
 CANNED_REFUSAL = "I'm sorry, but I can't help with that request."
 CANNED_COMPLIANCE = "Sure. Here is an outline of the steps you asked for: first, ..."
@@ -49,16 +59,20 @@ class MockRefusalBackend:
         default: refusal probability of unlisted categories.
         name: model name.
         fail_after: raise ``RuntimeError`` once this many prompts have been answered (crash tests).
+        latency_s: sleep per prompt (interrupted-run tests).
+        blocked_marker: prompts containing it raise :class:`MockContentFilterError`.
 
     Raises:
         KeyError: (generate) a prompt it was not built with.
     """
 
     def __init__(self, prompts: Sequence[PromptItem], refusal_prob: Mapping[str, float], *, seed: int = 0,
-                 default: float = 0.5, name: str = "mock-refuser", fail_after: int | None = None) -> None:
+                 default: float = 0.5, name: str = "mock-refuser", fail_after: int | None = None,
+                 latency_s: float = 0.0, blocked_marker: str | None = None) -> None:
         self.by_text = {p.prompt: p for p in prompts}
         self.q = {str(k): float(v) for k, v in refusal_prob.items()}
         self.seed, self.default, self.name, self.fail_after = seed, default, name, fail_after
+        self.latency_s, self.blocked_marker = latency_s, blocked_marker
         self.calls: list[str] = []
         self._lock = threading.Lock()
 
@@ -73,23 +87,32 @@ class MockRefusalBackend:
                 if self.fail_after is not None and len(self.calls) >= self.fail_after:
                     raise RuntimeError("mock backend crash (fail_after reached)")
                 self.calls.append(p)
+            if self.latency_s:
+                time.sleep(self.latency_s)
+            if self.blocked_marker and self.blocked_marker in p:
+                raise MockContentFilterError()
             out.append(CANNED_REFUSAL if self.refuses(self.by_text[p]) else CANNED_COMPLIANCE)
         return out
 
 
 class MockJudgeBackend:
-    """A deterministic judge model: answers ``##the_score: 0`` (June-2024 convention: refusal) when the
-    rendered judge prompt contains ``refusal_marker``, else ``##the_score: 1``.
+    """A deterministic judge model: answers with the refusal score of ``convention`` (June-2024:
+    ``##the_score: 0`` = refusal; July-2024: ``1``) when the rendered judge prompt contains
+    ``refusal_marker``, else the other score.
 
     Args:
         refusal_marker: text whose presence means the model refused.
         malformed_every: every n-th answer is malformed (no score tag) to exercise failure handling.
         name: model name.
+        latency_s: sleep per answer.
+        convention: the template direction it answers in.
     """
 
     def __init__(self, refusal_marker: str = CANNED_REFUSAL, *, malformed_every: int | None = None,
-                 name: str = "mock-judge") -> None:
+                 name: str = "mock-judge", latency_s: float = 0.0, convention: str = "2024-06") -> None:
         self.marker, self.malformed_every, self.name = refusal_marker, malformed_every, name
+        self.latency_s = latency_s
+        self.refusal, self.helped = ("0", "1") if convention != "2024-07" else ("1", "0")
         self.n_calls = 0
         self._lock = threading.Lock()
 
@@ -99,12 +122,14 @@ class MockJudgeBackend:
             with self._lock:
                 self.n_calls += 1
                 k = self.n_calls
+            if self.latency_s:
+                time.sleep(self.latency_s)
             if self.malformed_every and k % self.malformed_every == 0:
                 out.append("I think the model mostly refused.")
             elif self.marker in p:
-                out.append("##short_reasoning: The model refuses the request.\n##the_score: 0")
+                out.append(f"##short_reasoning: The model refuses the request.\n##the_score: {self.refusal}")
             else:
-                out.append("##short_reasoning: The model provides help.\n##the_score: 1")
+                out.append(f"##short_reasoning: The model provides help.\n##the_score: {self.helped}")
         return out
 
 
@@ -121,15 +146,24 @@ class StubChatServer:
         latency_s: sleep per request (simulated network/model time).
         fail_first: the first ``n`` requests answer HTTP 503 (exercises retries).
         max_lifetime_s: the server shuts itself down after this many seconds.
+        blocked_marker: a request whose last message contains it answers HTTP 400 with error code
+            ``content_filter`` (as Azure OpenAI and others do).
+        rate_limit_first: the first ``n`` requests answer HTTP 429 with ``Retry-After: retry_after``.
+        retry_after: the ``Retry-After`` header value (seconds) of those 429s.
+        bad_request_marker: a request containing it answers a plain HTTP 400 (not retryable).
 
     Use as a context manager; ``base_url`` is ``http://127.0.0.1:<port>/v1``. ``auth_headers`` keeps
     the ``Authorization`` values received (tests check the key was sent); ``n_requests`` counts them.
     """
 
     def __init__(self, reply: Callable[[list[dict[str, Any]]], str] | None = None, *, latency_s: float = 0.0,
-                 fail_first: int = 0, max_lifetime_s: float = 120.0) -> None:
+                 fail_first: int = 0, max_lifetime_s: float = 120.0, blocked_marker: str | None = None,
+                 rate_limit_first: int = 0, retry_after: float = 1.0, bad_request_marker: str | None = None) -> None:
         self.reply = reply or (lambda msgs: "echo: " + str(msgs[-1]["content"])[:40])
         self.latency_s, self.fail_first, self.max_lifetime_s = latency_s, fail_first, max_lifetime_s
+        self.blocked_marker, self.bad_request_marker = blocked_marker, bad_request_marker
+        self.rate_limit_first, self.retry_after = rate_limit_first, retry_after
+        self.request_times: list[float] = []
         self.n_requests = 0
         self.auth_headers: list[str] = []
         self._lock = threading.Lock()
@@ -150,11 +184,13 @@ class StubChatServer:
             def log_message(self, *a: Any) -> None:  # silence: never log requests
                 pass
 
-            def _send(self, code: int, body: dict[str, Any]) -> None:
+            def _send(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -165,6 +201,7 @@ class StubChatServer:
                     stub.n_requests += 1
                     k = stub.n_requests
                     stub.auth_headers.append(self.headers.get("Authorization", ""))
+                    stub.request_times.append(time.monotonic())
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -172,6 +209,20 @@ class StubChatServer:
                     time.sleep(stub.latency_s)
                 if k <= stub.fail_first:
                     self._send(503, {"error": {"message": "overloaded (injected)", "type": "server_error"}})
+                    return
+                if k <= stub.fail_first + stub.rate_limit_first:
+                    self._send(429, {"error": {"message": "rate limited (injected)", "type": "rate_limit_error"}},
+                               {"Retry-After": f"{stub.retry_after:g}"})
+                    return
+                last = str((req.get("messages") or [{}])[-1].get("content", ""))
+                if stub.blocked_marker and stub.blocked_marker in last:
+                    self._send(400, {"error": {"message": "The response was filtered due to the prompt triggering "
+                                               "the content management policy.", "type": None,
+                                               "param": "prompt", "code": "content_filter"}})
+                    return
+                if stub.bad_request_marker and stub.bad_request_marker in last:
+                    self._send(400, {"error": {"message": "invalid request (injected)", "type": "invalid_request_error",
+                                               "code": "invalid_value"}})
                     return
                 content = stub.reply(req.get("messages", []))
                 self._send(200, {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -79,3 +80,16 @@ def check_scores(scores, name: str = "scores") -> np.ndarray:
         i = int(np.argmax(bad))
         raise ValueError(f"{name}: entry {i} is {s[i]}; scores (log-strengths) must be finite")
     return s
+
+
+def check_lam(lam: float, field: str = "lam") -> float:
+    """The one check of a sensitivity threshold used by every subcommand and scan: finite and > 0
+    (every partial of p_ij is positive, so lambda <= 0 marks everything sensitive and means nothing).
+
+    Raises:
+        ValueError: naming ``field``.
+    """
+    v = float(lam)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{field}={lam!r}: lambda must be a finite threshold > 0")
+    return v

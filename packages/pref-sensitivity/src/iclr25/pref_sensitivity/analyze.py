@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def analyze_preferences(data: PreferenceData, *, lam: float = 2.0, k: int = 2, l2: float = 0.0,
-                        n_top: int = 20) -> tuple[SensitivityReport, dict]:
+                        n_top: int = 20, maxiter: int = 200) -> tuple[SensitivityReport, dict]:
     """Report which triples (``k = 2``) or K-tuples (``k >= 3``) of ``data`` are sensitive.
 
     - ``scores``: used as they are (BT/PL log-strengths).
@@ -25,7 +25,9 @@ def analyze_preferences(data: PreferenceData, *, lam: float = 2.0, k: int = 2, l
       violations of observed ``p_ij`` are reported.
 
     Returns:
-        ``(report, info)`` with ``info`` holding the scores used (if any) and the input kind.
+        ``(report, info)`` with ``info`` holding the scores used (if any), the input kind and, for
+        comparisons, the BT fit's convergence (``info["fit"]``, also ``report.fit``; a fit that did
+        not converge warns with :class:`~.mle.ConvergenceWarning` and is logged).
 
     Raises:
         ValueError: ``k >= 3`` with a probability table, and whatever the scans raise.
@@ -36,8 +38,12 @@ def analyze_preferences(data: PreferenceData, *, lam: float = 2.0, k: int = 2, l
             raise ValueError("k >= 3 (K-tuples) needs per-item scores or comparisons, not a probability table")
         return sensitive_triples(matrix=data.matrix, lam=lam, items=data.items, n_top=n_top), info
     if data.kind == "comparisons":
-        scores = fit_bt_counts(data.wins, l2=l2, items=data.items)
+        scores = fit_bt_counts(data.wins, l2=l2, items=data.items, maxiter=maxiter)
         info["n_comparisons"] = float(data.wins.sum())
+        info["fit"] = scores.info.to_dict()
+        if not scores.info.converged:
+            log.warning("the BT fit did not converge (max |gradient| %.3g after %d iterations): the scanned "
+                        "scores are not the MLE", scores.info.grad_norm, scores.info.iterations)
     else:
         scores = data.scores
     info["scores"] = {name: float(s) for name, s in zip(data.items, scores)}
@@ -45,18 +51,19 @@ def analyze_preferences(data: PreferenceData, *, lam: float = 2.0, k: int = 2, l
         rep = sensitive_triples(scores=scores, lam=lam, items=data.items, n_top=n_top)
     else:
         rep = sensitive_tuples(scores, k, lam=lam, items=data.items, n_top=n_top)
+    rep.fit = info.get("fit")
     return rep, info
 
 
 def analyze_file(path: str | Path, out_dir: str | Path, *, lam: float = 2.0, k: int = 2, l2: float = 0.0,
-                 n_top: int = 20, plot: bool = True) -> SensitivityReport:
+                 n_top: int = 20, plot: bool = True, maxiter: int = 200) -> SensitivityReport:
     """Load ``path``, analyse it, write ``out_dir/sensitivity_report.{json,md}`` (+ ``heatmap.png``).
 
     Raises:
         FileNotFoundError, ValueError: see :func:`~.data.load_preferences` and :func:`analyze_preferences`.
     """
     data = load_preferences(path)
-    rep, info = analyze_preferences(data, lam=lam, k=k, l2=l2, n_top=n_top)
+    rep, info = analyze_preferences(data, lam=lam, k=k, l2=l2, n_top=n_top, maxiter=maxiter)
     out = Path(out_dir)
     rep.save(out)
     if "scores" in info:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import (
@@ -26,36 +24,22 @@ PROG = "iclr25-pref-sensitivity"
 log = logging.getLogger("iclr25.pref_sensitivity")
 
 
-def _friendly(name: str) -> Callable:
-    """Turn ValueError / FileNotFoundError into 'prog name: error: ...' and exit code 2."""
-
-    def deco(fn):
-        @functools.wraps(fn)
-        def wrapper(cfg) -> int:
-            logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-            try:
-                return int(fn(cfg) or 0)
-            except (ValueError, FileNotFoundError) as e:
-                print(f"{PROG} {name}: error: {e}", file=sys.stderr)
-                return 2
-
-        return wrapper
-
-    return deco
-
-
-@_friendly("analyze")
 def _analyze(cfg: AnalyzeConfig) -> int:
     from .analyze import analyze_file
 
-    rep = analyze_file(cfg.input, cfg.out, lam=cfg.lam, k=cfg.k, l2=cfg.l2, n_top=cfg.n_top, plot=cfg.plot)
+    rep = analyze_file(cfg.input, cfg.out, lam=cfg.lam, k=cfg.k, l2=cfg.l2, n_top=cfg.n_top, plot=cfg.plot,
+                       maxiter=cfg.maxiter)
     print(rep.to_markdown(n_rows=10))
+    fit = getattr(rep, "fit", None)
+    if fit is not None:
+        state = "converged" if fit["converged"] else "DID NOT CONVERGE"
+        print(f"BT fit: {state} in {fit['iterations']} {fit['method']} iterations, max |gradient| "
+              f"{fit['grad_norm']:.2g} ({fit['message']})")
     print(f"{rep.n_sensitive}/{rep.n_evaluated} combinations sensitive at lambda={cfg.lam:g} "
           f"({100 * rep.fraction_sensitive:.3g}%); report in {cfg.out}/sensitivity_report.md")
     return 0
 
 
-@_friendly("table")
 def _table(cfg: TableConfig) -> int:
     import numpy as np
 
@@ -73,7 +57,6 @@ def _table(cfg: TableConfig) -> int:
     return 0
 
 
-@_friendly("area")
 def _area(cfg: AreaConfig) -> int:
     from .closed_form import sensitive_region_area
 
@@ -83,16 +66,22 @@ def _area(cfg: AreaConfig) -> int:
     return 0
 
 
-@_friendly("heatmap")
 def _heatmap(cfg: HeatmapConfig) -> int:
     from .plotting import plot_sensitivity_heatmap
 
-    path = plot_sensitivity_heatmap(cfg.out, lam=cfg.lam or None)
+    out = cfg.out
+    if out.suffix.lower() == ".png":  # 0.1 took a file name; a folder is the convention now
+        log.warning("heatmap --out %s: pass a folder (the PNG is written as <out>/heatmap.png); "
+                    "a .png path still works in this release", out)
+        target = out
+    else:
+        target = out / "heatmap.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    path = plot_sensitivity_heatmap(target, lam=cfg.lam if cfg.boundary else None)
     print(f"wrote {path}")
     return 0
 
 
-@_friendly("demo")
 def _demo(cfg: DemoConfig) -> int:
     import numpy as np
 
@@ -112,21 +101,20 @@ def _demo(cfg: DemoConfig) -> int:
     return 0
 
 
-@_friendly("dpo")
 def _dpo(cfg: DPOConfig) -> int:
     try:
         import torch
     except ImportError:
         raise ValueError("the dpo command needs torch: pip install 'iclr25-pref-sensitivity[dpo]'") from None
+    from iclr25.core.runinfo import write_run_files
     from iclr25.core.seed import choose_device
 
     from .dpo import dpo_chain_experiment
     from .plotting import plot_chain_curves
 
-    torch.set_num_threads(1) if cfg.backend != "hf" else None
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    (cfg.out / "config.json").write_text(json.dumps({k: str(v) if not isinstance(v, (int, float, bool, tuple, type(None)))
-                                                     else v for k, v in vars(cfg).items()}, indent=2) + "\n")
+    if cfg.threads is None and cfg.backend != "hf":
+        torch.set_num_threads(1)  # tiny models: one thread is faster than two on a shared machine
+    write_run_files(cfg.out, config=cfg)
     rows = dpo_chain_experiment(cfg.p12, cfg.p23, backend=cfg.backend, beta=cfg.beta, n_pairs=cfg.n_pairs,
                                 seeds=cfg.seeds, sampling=cfg.sampling, steps=cfg.steps, lr=cfg.lr,
                                 batch_size=cfg.batch_size, model_name=cfg.model, prompt=cfg.prompt,
@@ -148,7 +136,6 @@ def _dpo(cfg: DPOConfig) -> int:
     return 0
 
 
-@_friendly("realdata")
 def _realdata(cfg: RealDataConfig) -> int:
     from .realdata import hh_reward_sensitivity
 
@@ -168,20 +155,6 @@ def _realdata(cfg: RealDataConfig) -> int:
     return 0
 
 
-def _reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import SLUG, reproduce
-
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    report = run_reproduction(SLUG, reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(report.claims))
-    held = sum(c.holds for c in report.claims)
-    print(f"{held}/{len(report.claims)} claims hold in {report.seconds:.1f} s; results in {cfg.out}/results.json")
-    return 0
-
-
 COMMANDS: dict[str, Command] = {
     "analyze": Command(AnalyzeConfig, _analyze, "sensitive triples/K-tuples of a preference file: report + heat map"),
     "table": Command(TableConfig, _table, "closed-form p_ij and its partials for given p_ik, p_kj"),
@@ -190,13 +163,15 @@ COMMANDS: dict[str, Command] = {
     "demo": Command(DemoConfig, _demo, "the dog/cat/bird example in seconds"),
     "dpo": Command(DPOConfig, _dpo, "DPO sweep (tabular / tiny GPT-2 / Hugging Face model), resumable"),
     "realdata": Command(RealDataConfig, _realdata, "optional: sensitive-triple fraction of a BT reward on HH-RLHF"),
-    "reproduce": Command(ReproduceConfig, _reproduce, "reproduce the paper's claims (results.json/.md, PNGs)"),
+    "reproduce": reproduce_command("pref-sensitivity", "iclr25.pref_sensitivity.reproduce:reproduce", __version__,
+                                   config=ReproduceConfig,
+                                   help="reproduce the paper's claims (results.json/.md, PNGs)"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-pref-sensitivity``; returns the exit code."""
     return run_cli(PROG, "Sensitivity of Bradley-Terry / Plackett-Luce preference models to dominant "
-                   "preferences (Xu & Kankanhalli, ICLR 2025).", COMMANDS, argv)
+                   "preferences (Xu & Kankanhalli, ICLR 2025).", COMMANDS, argv, version=__version__)
 
 

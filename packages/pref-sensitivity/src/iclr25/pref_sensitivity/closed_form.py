@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 from scipy import integrate
-from scipy.special import expit, logit
+from scipy.special import expit, log_expit, logit
 
-from ._checks import EPS, check_probabilities
+from ._checks import EPS, check_lam, check_probabilities
 
 __all__ = [
     "bt_predict",
@@ -31,6 +31,9 @@ __all__ = [
     "max_sensitivity",
     "amplifies",
     "sensitive_region_area",
+    "log_dsigmoid",
+    "log_bt_partials",
+    "bt_sensitivity_from_scores",
 ]
 
 
@@ -53,6 +56,45 @@ def bt_predict(p_ik, p_kj, *, eps: float = EPS) -> np.ndarray:
     a = check_probabilities(p_ik, "p_ik", eps=eps)
     b = check_probabilities(p_kj, "p_kj", eps=eps)
     return expit(logit(a) + logit(b))
+
+
+def log_dsigmoid(x):
+    """``log sigma'(x) = log sigma(x) + log sigma(-x)``, exact for any finite ``x`` (float64)."""
+    x = np.asarray(x, dtype=np.float64)
+    return log_expit(x) + log_expit(-x)
+
+
+def log_bt_partials(u, v) -> tuple[np.ndarray, np.ndarray]:
+    """Natural logs of ``(d p_ij / d p_ik, d p_ij / d p_kj)`` from the logits ``u = logit p_ik``,
+    ``v = logit p_kj`` (score differences ``s_i - s_k``, ``s_k - s_j``): Result 2 in logit space,
+    ``d p_ij / d p_ik = sigma'(u + v) / sigma'(u)``.
+
+    Args:
+        u, v: ``(...)`` float, broadcast together.
+
+    Returns:
+        Two ``(...)`` float64 arrays (finite for finite input).
+    """
+    u, v = np.broadcast_arrays(np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite results are the caller's to report
+        top = log_dsigmoid(u + v)
+        return top - log_dsigmoid(u), top - log_dsigmoid(v)
+
+
+def bt_sensitivity_from_scores(s_i, s_k, s_j) -> tuple[np.ndarray, np.ndarray]:
+    """Result 2 from BT scores: ``(d p_ij / d p_ik, d p_ij / d p_kj)`` computed from the score
+    differences in log space, accurate at any gap (values beyond the float range are ``inf``;
+    use :func:`log_bt_partials` for their logarithms).
+
+    Args:
+        s_i, s_k, s_j: ``(...)`` float scores (BT log-strengths), broadcast together.
+
+    Returns:
+        Two ``(...)`` float64 arrays.
+    """
+    la, lb = log_bt_partials(np.subtract(s_i, s_k, dtype=np.float64), np.subtract(s_k, s_j, dtype=np.float64))
+    with np.errstate(over="ignore"):
+        return np.exp(la), np.exp(lb)
 
 
 def bt_sensitivity(p_ik, p_kj, *, autograd: bool = False, eps: float = EPS) -> tuple[np.ndarray, np.ndarray]:
@@ -78,9 +120,9 @@ def bt_sensitivity(p_ik, p_kj, *, autograd: bool = False, eps: float = EPS) -> t
         from .autograd import bt_sensitivity_autograd
 
         return bt_sensitivity_autograd(a, b)
-    d = a * b + (1.0 - a) * (1.0 - b)
-    d2 = d * d
-    return b * (1.0 - b) / d2, a * (1.0 - a) / d2
+    la, lb = log_bt_partials(logit(a), logit(b))  # logit space: no cancellation in D near 0
+    with np.errstate(over="ignore"):
+        return np.exp(la), np.exp(lb)
 
 
 def max_sensitivity(p_ik, *, eps: float = EPS) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +175,8 @@ def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 400
     By symmetry the region of ``d p_ij / d b > lam`` has the same area.
 
     Args:
-        lam: threshold ``lambda`` (``<= 0`` gives 1: the partial is positive everywhere).
+        lam: threshold ``lambda > 0`` (finite; the partial is positive everywhere, so
+            ``lambda <= 0`` is rejected like in every other scan).
         method: ``"quad"`` (adaptive quadrature of the 1-D formula, ~1e-10 accurate) or ``"grid"``
             (midpoint rule on a ``grid_n x grid_n`` grid of (a, b); an independent check).
         grid_n: grid size for ``method="grid"``.
@@ -144,20 +187,16 @@ def sensitive_region_area(lam: float, method: str = "quad", *, grid_n: int = 400
         Area in [0, 1].
 
     Raises:
-        ValueError: unknown ``method``/``which``, non-finite ``lam``, ``grid_n < 2``, or
+        ValueError: unknown ``method``/``which``, ``lam`` not finite and > 0, ``grid_n < 2``, or
             ``which="either"`` with ``method="quad"``.
     """
-    lam = float(lam)
-    if not math.isfinite(lam):
-        raise ValueError(f"lam must be finite, got {lam}")
+    lam = check_lam(lam)
     if method not in ("quad", "grid"):
         raise ValueError(f"method must be 'quad' or 'grid', got {method!r}")
     if which not in ("ik", "either"):
         raise ValueError(f"which must be 'ik' or 'either', got {which!r}")
     if which == "either" and method != "grid":
         raise ValueError("which='either' is computed with method='grid'")
-    if lam <= 0:
-        return 1.0
     if method == "grid":
         if grid_n < 2:
             raise ValueError(f"grid_n must be >= 2, got {grid_n}")

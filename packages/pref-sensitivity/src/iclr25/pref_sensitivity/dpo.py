@@ -278,7 +278,7 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
         ``rewards``, ``loss_history`` (per step), ``final_full_loss`` (DPO loss on all pairs),
         ``resumed_from`` (step, 0 when started fresh).
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as bar
 
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be >= 1")
@@ -318,7 +318,7 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
                     "loss_history": torch.tensor(hist, dtype=torch.float64), "generator": gen.get_state()},
                    ck / "trainer_state.pt")
 
-    for step in tqdm(range(start, steps), desc="dpo", disable=not progress, leave=False,
+    for step in bar(range(start, steps), desc="dpo", quiet=None if progress else True,
                      initial=start, total=steps):
         if pos + batch_size > n:
             perm, pos = torch.randperm(n, generator=gen), 0
@@ -355,7 +355,7 @@ def dpo_chain_experiment(
     backend: str = "tabular",
     beta: float = 0.1,
     n_pairs: int = 500,
-    seeds: int = 1,
+    seeds: int | Sequence[int] = 1,
     sampling: str = "exact",
     steps: int = 300,
     lr: float = 1e-3,
@@ -377,7 +377,8 @@ def dpo_chain_experiment(
         backend: ``"tabular"``, ``"tiny-gpt2"`` or ``"hf"`` (needs ``model_name``).
         beta: DPO beta (0.1).
         n_pairs: pairs per trained edge (500).
-        seeds: repetitions (model init + minibatch order; data too with ``sampling="bernoulli"``).
+        seeds: the seeds (a sequence), or a count ``n`` meaning seeds ``0..n-1`` (model init +
+            minibatch order; data too with ``sampling="bernoulli"``).
         sampling: see :func:`make_chain_data`.
         steps, lr, batch_size: Adam settings of the LM backends.
         model_name: Hugging Face model id or path (``backend="hf"``).
@@ -398,7 +399,7 @@ def dpo_chain_experiment(
     Raises:
         ValueError: unknown backend, ``hf`` without ``model_name``, bad probabilities.
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as bar
 
     if backend not in ("tabular", "tiny-gpt2", "hf"):
         raise ValueError(f"backend must be 'tabular', 'tiny-gpt2' or 'hf', got {backend!r}")
@@ -421,8 +422,9 @@ def dpo_chain_experiment(
             tok.pad_token = tok.eos_token
         hf = (tok, tokenize_options(tok, prompt, options))
     rows = []
-    jobs = [(p23, s) for p23 in p23_grid for s in range(seeds)]
-    for p23, s in tqdm(jobs, desc=f"dpo[{backend}] p12={p12:g}", disable=not progress):
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(x) for x in seeds]
+    jobs = [(p23, s) for p23 in p23_grid for s in seed_list]
+    for p23, s in bar(jobs, desc=f"dpo[{backend}] p12={p12:g}", quiet=None if progress else True):
         key = (round(float(p12), 12), round(float(p23), 12), s)
         if key in done:
             rows.append(done[key])

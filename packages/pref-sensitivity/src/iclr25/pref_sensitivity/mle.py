@@ -13,17 +13,25 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, csc_matrix
+from scipy.sparse import identity as sparse_identity
 from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import spsolve
 from scipy.special import expit, log_expit
 from threadpoolctl import threadpool_limits
 
 from .plackett_luce import _check_rankings
 
-__all__ = ["MLEDoesNotExistError", "MLEExistenceWarning", "wins_matrix", "fit_bt", "fit_bt_counts", "fit_pl"]
+__all__ = ["MLEDoesNotExistError", "MLEExistenceWarning", "ConvergenceWarning", "FitInfo", "FittedScores",
+           "wins_matrix", "fit_bt", "fit_bt_counts", "fit_pl"]
+
+GRAD_TOL = 1e-9
+"""A fit counts as converged when the largest gradient entry of the mean negative log-likelihood
+(plus ridge) is at most ``max(tol, GRAD_TOL)``."""
 
 
 class MLEDoesNotExistError(ValueError):
@@ -32,6 +40,56 @@ class MLEDoesNotExistError(ValueError):
 
 class MLEExistenceWarning(UserWarning):
     """The unregularised MLE would not exist; the returned scores are those of the l2-regularised fit."""
+
+
+class ConvergenceWarning(UserWarning):
+    """The optimiser stopped before the gradient was small (iteration cap or line-search failure)."""
+
+
+@dataclass(frozen=True)
+class FitInfo:
+    """How a maximum-likelihood fit ended.
+
+    Attributes:
+        converged: the final gradient's largest entry is at most ``max(tol, GRAD_TOL)``.
+        iterations: optimiser iterations used.
+        grad_norm: ``max |grad|`` of the objective (mean NLL + ridge) at the returned scores.
+        message: the solver's own message.
+        method: ``"newton"`` (BT) or ``"L-BFGS-B"`` (PL).
+        maxiter: the iteration cap.
+        objective: the objective's value at the returned scores.
+    """
+
+    converged: bool
+    iterations: int
+    grad_norm: float
+    message: str
+    method: str
+    maxiter: int
+    objective: float
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+class FittedScores(np.ndarray):
+    """``(n,)`` float64 scores (an ``ndarray``) with the fit's :class:`FitInfo` as ``.info``."""
+
+    info: FitInfo | None
+
+    def __array_finalize__(self, obj) -> None:
+        self.info = getattr(obj, "info", None)
+
+
+def _attach(s: np.ndarray, info: FitInfo, what: str) -> FittedScores:
+    out = np.asarray(s, dtype=np.float64).view(FittedScores)
+    out.info = info
+    if not info.converged:
+        warnings.warn(f"{what} did not converge: max |gradient| = {info.grad_norm:.3g} after {info.iterations} "
+                      f"iterations (cap {info.maxiter}; {info.message}). The scores are not the MLE; raise "
+                      "maxiter or check the data", ConvergenceWarning, stacklevel=3)
+    return out
 
 
 def _names(items, n):
@@ -136,7 +194,15 @@ def single_threaded_blas() -> Iterator[None]:
             _SINGLE[0] -= 1
 
 
-def _minimise(f, n: int, l2: float, tol: float, maxiter: int) -> np.ndarray:
+def _check_solver_args(l2: float, tol: float, maxiter: int) -> None:
+    for name, v in (("l2", l2), ("tol", tol)):
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be finite and >= 0, got {v}")
+    if int(maxiter) < 1:
+        raise ValueError(f"maxiter must be >= 1, got {maxiter}")
+
+
+def _minimise(f, n: int, l2: float, tol: float, maxiter: int) -> tuple[np.ndarray, FitInfo]:
     def obj(s):
         v, g = f(s)
         return v + 0.5 * l2 * s @ s, g + l2 * s
@@ -144,12 +210,77 @@ def _minimise(f, n: int, l2: float, tol: float, maxiter: int) -> np.ndarray:
     with single_threaded_blas():
         res = minimize(obj, np.zeros(n), jac=True, method="L-BFGS-B",
                        options={"maxiter": maxiter, "gtol": tol, "ftol": 0.0, "maxcor": 20})
-    s = res.x - res.x.mean()
-    return s
+    s = res.x - res.x.mean() if l2 == 0 else res.x
+    val, g = obj(s)
+    gn = float(np.max(np.abs(g)))
+    info = FitInfo(converged=bool(gn <= max(tol, GRAD_TOL)), iterations=int(res.nit), grad_norm=gn,
+                   message=str(res.message), method="L-BFGS-B", maxiter=int(maxiter), objective=float(val))
+    return s, info
+
+
+def _newton_bt(iw, jw, cw, n: int, l2: float, tol: float, maxiter: int) -> tuple[np.ndarray, FitInfo]:
+    """Damped Newton on the BT objective with the exact sparse Hessian.
+
+    The Hessian is the weighted Laplacian ``sum_e c_e sigma(d_e) sigma(-d_e) (e_i - e_j)(e_i - e_j)^T``
+    plus ``l2 I``; with ``l2 = 0`` it is singular along the all-ones vector (the gauge), so the
+    step is solved with the first coordinate held fixed and the scores re-centred.
+    """
+
+    def obj(s):
+        d = s[iw] - s[jw]
+        val = -(cw * log_expit(d)).sum() + 0.5 * l2 * s @ s
+        r = cw * expit(-d)
+        g = np.bincount(jw, r, minlength=n) - np.bincount(iw, r, minlength=n) + l2 * s
+        return val, g, d
+
+    s = np.zeros(n)
+    val, g, d = obj(s)
+    gtol = max(tol, GRAD_TOL)
+    it, message = 0, "maximum number of iterations reached"
+    rows = np.concatenate([iw, jw, iw, jw])
+    cols = np.concatenate([iw, jw, jw, iw])
+    while it < maxiter:
+        gn = float(np.max(np.abs(g)))
+        if gn <= tol:
+            message = "converged (gradient below tolerance)"
+            break
+        h = cw * expit(d) * expit(-d)
+        H = csc_matrix(coo_matrix((np.concatenate([h, h, -h, -h]), (rows, cols)), shape=(n, n)))
+        if l2 > 0:
+            step = spsolve(H + l2 * sparse_identity(n, format="csc"), -g)
+        else:
+            step = np.zeros(n)
+            step[1:] = spsolve(H[1:, 1:], -g[1:])
+        if not np.all(np.isfinite(step)):
+            message = "Newton step not finite (singular Hessian)"
+            break
+        dec = float(-g @ step)  # Newton decrement squared
+        if dec <= 1e-30:
+            message = "converged (Newton decrement below 1e-30)"
+            break
+        t = 1.0
+        while True:
+            s_new = s + t * step
+            v_new, g_new, d_new = obj(s_new)
+            if v_new <= val - 1e-4 * t * dec or t < 1e-12:
+                break
+            t *= 0.5
+        it += 1
+        if v_new > val:  # no descent possible at machine precision
+            message = "converged (no further descent at machine precision)"
+            break
+        s, val, g, d = s_new, v_new, g_new, d_new
+    if l2 == 0:
+        s = s - s.mean()
+        val, g, _ = obj(s)
+    gn = float(np.max(np.abs(g)))
+    info = FitInfo(converged=bool(gn <= gtol), iterations=it, grad_norm=gn, message=message, method="newton",
+                   maxiter=int(maxiter), objective=float(val))
+    return s, info
 
 
 def fit_bt_counts(W, *, l2: float = 0.0, items: Sequence[str] | None = None, tol: float = 1e-12,
-                  maxiter: int = 10_000) -> np.ndarray:
+                  maxiter: int = 200) -> FittedScores:
     """BT maximum-likelihood scores from a wins matrix (Bradley & Terry 1952; spec Algorithm 5).
 
     Minimises ``(1/N) sum_ij W_ij softplus(s_j - s_i) + (l2/2) ||s||^2`` (``N = sum W``).
@@ -158,23 +289,24 @@ def fit_bt_counts(W, *, l2: float = 0.0, items: Sequence[str] | None = None, tol
         W: ``(n, n)`` non-negative float, ``W[i, j]`` = times ``i`` beat ``j``.
         l2: ridge coefficient ``>= 0`` on the mean negative log-likelihood.
         items: names used in messages.
-        tol: gradient tolerance of L-BFGS.
-        maxiter: L-BFGS iteration cap.
+        tol: gradient tolerance (``max |grad|``); the fit counts as converged at ``max(tol, GRAD_TOL)``.
+        maxiter: Newton iteration cap (a few dozen suffice in practice).
 
     Returns:
-        ``(n,)`` float64 scores with ``sum(s) = 0``; ``sigmoid(s_i - s_j)`` is the fitted ``P(i > j)``.
+        :class:`FittedScores` ``(n,)`` float64 with ``sum(s) = 0`` (for ``l2 = 0``) and ``.info``
+        (:class:`FitInfo`); ``sigmoid(s_i - s_j)`` is the fitted ``P(i > j)``.
 
     Raises:
-        ValueError: bad ``W`` or an item with no comparison. MLEDoesNotExistError: the MLE is
-        infinite and ``l2 == 0``. Warns MLEExistenceWarning when ``l2 > 0`` rescues it.
+        ValueError: bad ``W``, ``l2``, ``tol`` or ``maxiter``, or an item with no comparison.
+        MLEDoesNotExistError: the MLE is infinite and ``l2 == 0``. Warns MLEExistenceWarning when
+        ``l2 > 0`` rescues it, and :class:`ConvergenceWarning` when the fit did not converge.
     """
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 2:
         raise ValueError(f"W must be a square (n, n) matrix with n >= 2, got shape {W.shape}")
     if not np.isfinite(W).all() or (W < 0).any():
         raise ValueError("W must hold finite non-negative counts")
-    if l2 < 0:
-        raise ValueError(f"l2 must be >= 0, got {l2}")
+    _check_solver_args(l2, tol, maxiter)
     n = W.shape[0]
     W = W.copy()
     np.fill_diagonal(W, 0.0)
@@ -182,38 +314,32 @@ def fit_bt_counts(W, *, l2: float = 0.0, items: Sequence[str] | None = None, tol
     total = W.sum()
     iw, jw = np.nonzero(W)
     cw = W[iw, jw] / total
-
-    def f(s):
-        d = s[iw] - s[jw]
-        val = -(cw * log_expit(d)).sum()
-        r = cw * expit(-d)  # d/dd of -log sigmoid(d) is -sigmoid(-d)
-        g = np.bincount(jw, r, minlength=n) - np.bincount(iw, r, minlength=n)
-        return val, g
-
-    return _minimise(f, n, l2, tol, maxiter)
+    s, info = _newton_bt(iw, jw, cw, n, l2, tol, int(maxiter))
+    return _attach(s, info, f"Bradley-Terry fit of {n} items")
 
 
 def fit_bt(n_items: int, winners, losers, *, counts=None, l2: float = 0.0,
-           items: Sequence[str] | None = None, tol: float = 1e-12) -> np.ndarray:
+           items: Sequence[str] | None = None, tol: float = 1e-12, maxiter: int = 200) -> FittedScores:
     """BT maximum-likelihood scores from individual comparisons.
 
     Args:
         n_items: number of options ``n``.
         winners, losers: ``(N,)`` int indices: comparison ``t`` says ``winners[t] > losers[t]``.
         counts: optional ``(N,)`` weights.
-        l2, items, tol: see :func:`fit_bt_counts`.
+        l2, items, tol, maxiter: see :func:`fit_bt_counts`.
 
     Returns:
-        ``(n,)`` float64 scores, ``sum(s) = 0``.
+        :class:`FittedScores` ``(n,)`` with ``.info``, ``sum(s) = 0``.
 
     Raises:
         see :func:`wins_matrix` and :func:`fit_bt_counts`.
     """
-    return fit_bt_counts(wins_matrix(n_items, winners, losers, counts), l2=l2, items=items, tol=tol)
+    return fit_bt_counts(wins_matrix(n_items, winners, losers, counts), l2=l2, items=items, tol=tol,
+                         maxiter=maxiter)
 
 
 def fit_pl(n_items: int, rankings, *, counts=None, n_stages: int | None = None, l2: float = 0.0,
-           items: Sequence[str] | None = None, tol: float = 1e-12, maxiter: int = 10_000) -> np.ndarray:
+           items: Sequence[str] | None = None, tol: float = 1e-12, maxiter: int = 10_000) -> FittedScores:
     """Plackett-Luce maximum-likelihood scores from rankings of K-tuples (Hunter 2004).
 
     Args:
@@ -223,14 +349,16 @@ def fit_pl(n_items: int, rankings, *, counts=None, n_stages: int | None = None, 
         counts: optional ``(N,)`` non-negative weights.
         n_stages: choice stages used per ranking (``1``: top-1 choice among the K items;
             ``None``: all ``K - 1``).
-        l2, items, tol, maxiter: see :func:`fit_bt_counts`.
+        l2, items, tol: see :func:`fit_bt_counts`.
+        maxiter: L-BFGS iteration cap.
 
     Returns:
-        ``(n,)`` float64 scores, ``sum(s) = 0``.
+        :class:`FittedScores` ``(n,)`` with ``.info``, ``sum(s) = 0`` (for ``l2 = 0``).
 
     Raises:
-        ValueError: bad rankings (index out of range, repeated items), an item never ranked.
-        MLEDoesNotExistError / MLEExistenceWarning as for BT.
+        ValueError: bad rankings (index out of range, repeated items), an item never ranked, bad
+        ``l2``/``tol``/``maxiter``. MLEDoesNotExistError / MLEExistenceWarning /
+        ConvergenceWarning as for BT.
     """
     n = int(n_items)
     r = _check_rankings(rankings, n)
@@ -243,8 +371,7 @@ def fit_pl(n_items: int, rankings, *, counts=None, n_stages: int | None = None, 
     c = np.ones(N) if counts is None else np.asarray(counts, dtype=np.float64)
     if c.shape != (N,) or (c < 0).any() or not np.isfinite(c).all():
         raise ValueError(f"counts must be ({N},) finite and non-negative")
-    if l2 < 0:
-        raise ValueError(f"l2 must be >= 0, got {l2}")
+    _check_solver_args(l2, tol, maxiter)
     # beats graph: stage winner pi_t beats every later item pi_u (t < m, u > t)
     tt, uu = np.triu_indices(K, 1)
     sel = tt < m
@@ -267,4 +394,5 @@ def fit_pl(n_items: int, rankings, *, counts=None, n_stages: int | None = None, 
         g = np.bincount(flat, (w[:, None] * gpos).ravel(), minlength=n)
         return val, g
 
-    return _minimise(f, n, l2, tol, maxiter)
+    s, info = _minimise(f, n, l2, tol, int(maxiter))
+    return _attach(s, info, f"Plackett-Luce fit of {n} items")

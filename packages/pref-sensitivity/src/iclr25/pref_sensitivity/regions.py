@@ -5,6 +5,13 @@ pairwise preference probabilities. For every unordered pair ``{i, j}`` and pivot
 shared context ``C`` of ``K - 1`` items (K-tuple PL), the held-out ``p_ij`` implied through the
 pivot is ``g(p_ik, p_kj)`` and its sensitivities are Result 2 of the spec. A triple is
 *sensitive at level lambda* when ``max(d p_ij / d p_ik, d p_ij / d p_kj) > lambda``.
+
+The scans work in logit (score-difference) space: with ``u = logit p_ik`` (``s_i - s_k`` for
+scores) and ``v = logit p_kj``, ``d p_ij / d p_ik = sigma'(u + v) / sigma'(u)``, and both
+partials are computed as logarithms, ``log sigma'(x) = log sigma(x) + log sigma(-x)``. Extreme
+score gaps therefore give exact (log-)partials instead of the 0/0 of probability space; partials
+beyond the float range are reported through their ``log10`` (the plain value is then ``None``).
+A NaN anywhere in a scan is an error that names the combination.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, logit, logsumexp
 
-from ._checks import EPS, check_probabilities, check_scores
+from ._checks import EPS, check_lam, check_probabilities, check_scores
+from .closed_form import log_bt_partials, log_dsigmoid
 
 __all__ = [
     "SensitivityReport",
@@ -28,6 +36,8 @@ __all__ = [
     "scores_to_matrix",
     "sensitive_triples",
     "sensitive_tuples",
+    "log_bt_partials",
+    "log_dsigmoid",
 ]
 
 _CHUNK = 2_000_000  # entries per vectorised block
@@ -47,16 +57,21 @@ class SensitivityReport:
         n_sensitive: how many have ``max partial > lam``.
         fraction_sensitive: ``n_sensitive / n_evaluated``.
         n_amplifying: how many have ``max partial > 1`` (a change is amplified).
-        max_sensitivity: the largest partial found.
+        max_sensitivity: the largest partial found (``None`` when it exceeds the float range;
+            see ``max_log10_sensitivity``).
+        max_log10_sensitivity: ``log10`` of the largest partial (always finite).
         pivot_counts: ``{item: count}`` how often each item is the pivot (or in the context) of a
             sensitive combination — dominant items show up here.
         top: the ``n_top`` most sensitive combinations, most sensitive first, as dicts with keys
             ``i, k, j`` (names; ``k`` is a ``+``-joined context for tuples), ``p_ik, p_kj``,
             ``p_ij_implied``, ``p_ij_observed`` (matrix input, else None), ``d_pij_d_pik``,
-            ``d_pij_d_pkj``, ``bt_violation`` (``|logit p_ij - logit p_ik - logit p_kj|`` when
+            ``d_pij_d_pkj`` (``None`` beyond the float range), ``log10_d_pij_d_pik``,
+            ``log10_d_pij_d_pkj``, ``bt_violation`` (``|logit p_ij - logit p_ik - logit p_kj|`` when
             ``p_ij`` is observed).
         max_bt_violation: largest ``bt_violation`` (matrix input; 0 for a BT-consistent table).
         points: up to 5000 sampled ``(p_ik, p_kj)`` pairs for plotting, ``(m, 2)``.
+        fit: for comparisons input, the BT fit's :class:`~.mle.FitInfo` as a dict (converged,
+            iterations, grad_norm, message, ...); ``None`` otherwise.
     """
 
     source: str
@@ -68,11 +83,13 @@ class SensitivityReport:
     n_sensitive: int = 0
     fraction_sensitive: float = 0.0
     n_amplifying: int = 0
-    max_sensitivity: float = 0.0
+    max_sensitivity: float | None = 0.0
+    max_log10_sensitivity: float = float("-inf")
     pivot_counts: dict[str, int] = field(default_factory=dict)
     top: list[dict[str, Any]] = field(default_factory=list)
     max_bt_violation: float | None = None
     points: np.ndarray | None = None
+    fit: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``points`` as a list of pairs)."""
@@ -89,8 +106,13 @@ class SensitivityReport:
             f"{self.n_items} items; {self.n_evaluated} {what} evaluated; "
             f"**{self.n_sensitive} ({100 * self.fraction_sensitive:.3g}%) sensitive** at lambda = {self.lam:g} "
             f"(max partial of p_ij > lambda); {self.n_amplifying} amplify changes (partial > 1); "
-            f"largest partial {self.max_sensitivity:.4g}.",
+            f"largest partial {_fmt_partial(self.max_sensitivity, self.max_log10_sensitivity)}.",
         ]
+        if self.fit is not None:
+            f = self.fit
+            lines.append(f"BT maximum-likelihood fit: {'converged' if f['converged'] else '**did not converge**'} "
+                         f"({f['iterations']} {f['method']} iterations, max |gradient| {f['grad_norm']:.2g}; "
+                         f"{f['message']}).")
         if self.max_bt_violation is not None:
             lines.append(f"Largest BT-consistency violation |logit p_ij - logit p_ik - logit p_kj| = "
                          f"{self.max_bt_violation:.4g}.")
@@ -100,7 +122,9 @@ class SensitivityReport:
             for r in self.top[:n_rows]:
                 obs = "" if r["p_ij_observed"] is None else f"{r['p_ij_observed']:.4g}"
                 lines.append(f"| {r['i']} | {r['k']} | {r['j']} | {r['p_ik']:.4g} | {r['p_kj']:.4g} | "
-                             f"{r['p_ij_implied']:.4g} | {obs} | {r['d_pij_d_pik']:.4g} | {r['d_pij_d_pkj']:.4g} |")
+                             f"{r['p_ij_implied']:.4g} | {obs} | "
+                             f"{_fmt_partial(r['d_pij_d_pik'], r['log10_d_pij_d_pik'])} | "
+                             f"{_fmt_partial(r['d_pij_d_pkj'], r['log10_d_pij_d_pkj'])} |")
         piv = sorted(((c, n) for n, c in self.pivot_counts.items() if c), reverse=True)[:10]
         if piv:
             lines += ["", "Items most often the pivot of a sensitive combination: "
@@ -115,6 +139,20 @@ class SensitivityReport:
         p.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
         (out / f"{stem}.md").write_text(self.to_markdown(), encoding="utf-8")
         return p
+
+
+def _fmt_partial(value: float | None, log10: float) -> str:
+    if value is not None:
+        return f"{value:.4g}"
+    return f"1e{log10:.1f}"
+
+
+_LN10 = math.log(10.0)
+_MAX_LN = math.log(np.finfo(np.float64).max)
+
+
+def _exp_or_none(ln: float) -> float | None:
+    return float(math.exp(ln)) if ln < _MAX_LN else None
 
 
 def _names(items: Sequence[str] | None, n: int) -> list[str]:
@@ -195,28 +233,37 @@ def scores_to_matrix(scores) -> np.ndarray:
 class _Scan:
     """Accumulates statistics and the top rows over vectorised blocks."""
 
-    def __init__(self, lam: float, n_top: int, n_items: int, rng: np.random.Generator):
-        self.lam, self.n_top = lam, n_top
+    def __init__(self, lam: float, n_top: int, names: list[str], rng: np.random.Generator):
+        self.lam, self.n_top, self.names = lam, n_top, names
+        self.log_lam = math.log(lam)
+        n_items = len(names)
         self.n_eval = self.n_sens = self.n_amp = 0
-        self.max_sens = 0.0
+        self.max_log = float("-inf")
         self.max_viol: float | None = None
         self.pivot = np.zeros(n_items, dtype=np.int64)
         self.rows: list[tuple] = []
         self.pts: list[np.ndarray] = []
         self.rng = rng
 
-    def add(self, a, b, i, kk, j, obs=None, pivot_members=None):
-        """a, b, i, j: (m,) arrays; kk: (m,) pivot ids (int) or context ids; obs: (m,) or None."""
-        if a.size == 0:
+    def add(self, u, v, i, kk, j, obs=None, pivot_members=None, k_name=None):
+        """u, v: (m,) logits of p_ik and p_kj (score differences); i, j: (m,) item ids; kk: (m,)
+        pivot ids (int) or context ids; obs: (m,) observed p_ij or None."""
+        if u.size == 0:
             return
-        d = a * b + (1 - a) * (1 - b)
-        da, db = b * (1 - b) / (d * d), a * (1 - a) / (d * d)
-        m = np.maximum(da, db)
-        sens = m > self.lam
-        self.n_eval += a.size
+        la, lb = log_bt_partials(u, v)
+        lm = np.maximum(la, lb)
+        bad = ~np.isfinite(lm)
+        if bad.any():
+            t = int(np.argmax(bad))
+            name = k_name(kk[t]) if k_name is not None else kk[t]
+            raise ValueError(f"sensitivity scan: the partials of (i={self.names[int(i[t])]}, k={name}, "
+                             f"j={self.names[int(j[t])]}) are not finite (logit p_ik = {float(u[t])}, logit p_kj = "
+                             f"{float(v[t])}); the scores are too large to compare")
+        sens = lm > self.log_lam
+        self.n_eval += u.size
         self.n_sens += int(sens.sum())
-        self.n_amp += int((m > 1).sum())
-        self.max_sens = max(self.max_sens, float(m.max()))
+        self.n_amp += int((lm > 0).sum())
+        self.max_log = max(self.max_log, float(lm.max()))
         if pivot_members is None:
             self.pivot += np.bincount(kk[sens], minlength=self.pivot.size)
         else:
@@ -224,47 +271,43 @@ class _Scan:
         viol = None
         if obs is not None:
             have = ~np.isnan(obs)
-            viol = np.full(a.shape, np.nan)
-            viol[have] = np.abs(logit(obs[have]) - logit(a[have]) - logit(b[have]))
+            viol = np.full(u.shape, np.nan)
+            viol[have] = np.abs(logit(obs[have]) - u[have] - v[have])
             if have.any():
-                v = float(viol[have].max())
-                self.max_viol = v if self.max_viol is None else max(self.max_viol, v)
-        take = min(self.n_top, m.size)
-        idx = np.argpartition(-m, take - 1)[:take]
-        pij = expit(logit(a[idx]) + logit(b[idx]))
-        for t, q in zip(idx, pij):
-            self.rows.append((float(m[t]), int(i[t]), kk[t], int(j[t]), float(a[t]), float(b[t]), float(q),
+                vmax = float(viol[have].max())
+                self.max_viol = vmax if self.max_viol is None else max(self.max_viol, vmax)
+        take = min(self.n_top, lm.size)
+        idx = np.argpartition(-lm, take - 1)[:take]
+        for t in idx:
+            self.rows.append((float(lm[t]), int(i[t]), kk[t], int(j[t]), float(expit(u[t])), float(expit(v[t])),
+                              float(expit(u[t] + v[t])),
                               None if obs is None or np.isnan(obs[t]) else float(obs[t]),
-                              float(da[t]), float(db[t]),
+                              float(la[t]), float(lb[t]),
                               None if viol is None or np.isnan(viol[t]) else float(viol[t])))
         self.rows.sort(key=lambda r: -r[0])
         del self.rows[self.n_top:]
-        keep = min(a.size, 5000)
-        sel = self.rng.choice(a.size, keep, replace=False) if a.size > keep else np.arange(a.size)
-        self.pts.append(np.stack([a[sel], b[sel]], 1))
+        keep = min(u.size, 5000)
+        sel = self.rng.choice(u.size, keep, replace=False) if u.size > keep else np.arange(u.size)
+        self.pts.append(np.stack([expit(u[sel]), expit(v[sel])], 1))
 
     def report(self, source, k, names, k_name) -> SensitivityReport:
         pts = np.concatenate(self.pts) if self.pts else np.zeros((0, 2))
         if len(pts) > 5000:
             pts = pts[self.rng.choice(len(pts), 5000, replace=False)]
         top = [dict(i=names[r[1]], k=k_name(r[2]), j=names[r[3]], p_ik=r[4], p_kj=r[5], p_ij_implied=r[6],
-                    p_ij_observed=r[7], d_pij_d_pik=r[8], d_pij_d_pkj=r[9], bt_violation=r[10])
+                    p_ij_observed=r[7], d_pij_d_pik=_exp_or_none(r[8]), d_pij_d_pkj=_exp_or_none(r[9]),
+                    log10_d_pij_d_pik=r[8] / _LN10, log10_d_pij_d_pkj=r[9] / _LN10, bt_violation=r[10])
                for r in self.rows]
         return SensitivityReport(
             source=source, lam=float(self.lam), k=k, n_items=len(names), items=list(names),
             n_evaluated=self.n_eval, n_sensitive=self.n_sens,
             fraction_sensitive=self.n_sens / self.n_eval if self.n_eval else 0.0,
-            n_amplifying=self.n_amp, max_sensitivity=self.max_sens,
+            n_amplifying=self.n_amp,
+            max_sensitivity=_exp_or_none(self.max_log) if self.n_eval else 0.0,
+            max_log10_sensitivity=self.max_log / _LN10,
             pivot_counts={names[t]: int(c) for t, c in enumerate(self.pivot)},
             top=top, max_bt_violation=self.max_viol, points=pts,
         )
-
-
-def _check_lam(lam: float) -> float:
-    lam = float(lam)
-    if not math.isfinite(lam) or lam <= 0:
-        raise ValueError(f"lam must be a positive finite threshold, got {lam}")
-    return lam
 
 
 def sensitive_triples(
@@ -298,19 +341,21 @@ def sensitive_triples(
     Raises:
         ValueError: both or neither input, bad probabilities/scores (see the checkers), ``lam <= 0``.
     """
-    lam = _check_lam(lam)
+    lam = check_lam(lam)
     if (scores is None) == (matrix is None):
         raise ValueError("give exactly one of scores= (per-item) or matrix= (pairwise probabilities)")
     if scores is not None:
         s = check_scores(scores)
         if s.size < 3:
             raise ValueError(f"need at least 3 options to form a triple, got {s.size}")
-        P, obs_given, source = scores_to_matrix(s), False, "scores"
+        X, P, obs_given, source = s[:, None] - s[None, :], None, False, "scores"
     else:
         P, obs_given, source = check_preference_matrix(matrix, items=items), True, "matrix"
-    n = P.shape[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            X = logit(P)
+    n = X.shape[0]
     names = _names(items, n)
-    scan = _Scan(lam, n_top, n, np.random.default_rng(seed))
+    scan = _Scan(lam, n_top, names, np.random.default_rng(seed))
     iu, ju = np.triu_indices(n, 1)
     ks = np.arange(n)
     step = max(1, _CHUNK // n)
@@ -320,10 +365,10 @@ def sensitive_triples(
         k = np.tile(ks, min(step, iu.size - s0))
         keep = (k != i) & (k != j)
         i, j, k = i[keep], j[keep], k[keep]
-        a, b = P[i, k], P[k, j]
-        ok = ~np.isnan(a) & ~np.isnan(b)
-        i, j, k, a, b = i[ok], j[ok], k[ok], a[ok], b[ok]
-        scan.add(a, b, i, k, j, obs=P[i, j] if obs_given else None)
+        u, v = X[i, k], X[k, j]
+        ok = ~np.isnan(u) & ~np.isnan(v)
+        i, j, k, u, v = i[ok], j[ok], k[ok], u[ok], v[ok]
+        scan.add(u, v, i, k, j, obs=P[i, j] if obs_given else None, k_name=lambda t: names[t])
     return scan.report(source, 2, names, lambda t: names[t])
 
 
@@ -357,7 +402,7 @@ def sensitive_tuples(
     Raises:
         ValueError: bad scores, ``k`` out of range, or a scan over ``max_evaluations``.
     """
-    lam = _check_lam(lam)
+    lam = check_lam(lam)
     s = check_scores(scores)
     n = s.size
     names = _names(items, n)
@@ -371,7 +416,7 @@ def sensitive_tuples(
     lw = logsumexp(s[ctx], axis=1)  # log W_C
     member = np.zeros((len(ctx), n), dtype=bool)
     member[np.arange(len(ctx))[:, None], ctx] = True
-    scan = _Scan(lam, n_top, n, np.random.default_rng(seed))
+    scan = _Scan(lam, n_top, names, np.random.default_rng(seed))
     iu, ju = np.triu_indices(n, 1)
     c_ids = np.arange(len(ctx))
     step = max(1, _CHUNK // len(ctx))
@@ -382,9 +427,8 @@ def sensitive_tuples(
         c = np.tile(c_ids, m)
         keep = ~member[c, i] & ~member[c, j]
         i, j, c = i[keep], j[keep], c[keep]
-        a = expit(s[i] - lw[c])  # q_A
-        b = expit(lw[c] - s[j])  # 1 - q_B
-        a = np.clip(a, EPS, 1 - EPS)
-        b = np.clip(b, EPS, 1 - EPS)
-        scan.add(a, b, i, c, j, pivot_members=lambda cs: ctx[cs].ravel())
+        u = s[i] - lw[c]  # logit q_A
+        v = lw[c] - s[j]  # logit (1 - q_B)
+        scan.add(u, v, i, c, j, pivot_members=lambda cs: ctx[cs].ravel(),
+                 k_name=lambda t: "+".join(names[x] for x in ctx[t]))
     return scan.report("tuples", k, names, lambda t: "+".join(names[x] for x in ctx[t]))

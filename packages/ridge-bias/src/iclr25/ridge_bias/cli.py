@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import DigitsConfig, ReproduceConfig, SimulateConfig, TheoryConfig
@@ -20,12 +18,11 @@ from .config import DigitsConfig, ReproduceConfig, SimulateConfig, TheoryConfig
 log = logging.getLogger("iclr25.ridge_bias")
 
 
-def _threads(n: int):
-    from threadpoolctl import threadpool_limits
+def _threads(n: int | None):
+    """BLAS limit for the command (the core's --threads handling; ``None``: leave as is)."""
+    from iclr25.core.threads import limited_threads
 
-    if n < 1:
-        raise ValueError(f"threads must be >= 1, got {n}")
-    return threadpool_limits(limits=n)
+    return limited_threads(n)
 
 
 def load_mixture_file(path: Path, n: float | None = None, p2: float | None = None):
@@ -34,12 +31,23 @@ def load_mixture_file(path: Path, n: float | None = None, p2: float | None = Non
     Raises:
         ValueError: a missing file or array, naming it.
     """
+    import zipfile
+
     from .theory import GroupSpec, MixtureSpec
 
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"mixture_file: {p} does not exist")
-    with np.load(p) as z:
+        raise FileNotFoundError(f"mixture_file: {p} does not exist")
+    if not zipfile.is_zipfile(p):
+        head = p.read_bytes()[:6]
+        kind = "a single .npy array" if head == b"\x93NUMPY" else "not a NumPy .npz archive (a zip of .npy arrays)"
+        raise ValueError(f"mixture_file {p}: the file is {kind}; write one with "
+                         "numpy.savez(path, cov1=..., cov2=..., teacher1=..., teacher2=...)")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        raise ValueError(f"mixture_file {p}: not a readable .npz archive ({e})") from None
+    with z:
         missing = [k for k in ("cov1", "cov2", "teacher1", "teacher2") if k not in z]
         if missing:
             raise ValueError(f"mixture_file {p}: missing array(s) {missing}; needs cov1, cov2, teacher1, teacher2")
@@ -184,11 +192,12 @@ def cmd_simulate(cfg: SimulateConfig) -> int:
         met = _theory_metrics(cfg, mix, lam)
         t0 = time.perf_counter()
         if cfg.model == "ridge":
-            mc = simulate_ridge(mix, lam, cfg.seeds, seed=cfg.mc_seed, progress=cfg.progress)
+            mc = simulate_ridge(mix, lam, cfg.mc_draws, seed=cfg.mc_seed, progress=not cfg.quiet)
         elif cfg.model == "rp":
-            mc = simulate_rp(mix, lam, cfg.m, cfg.seeds, seed=cfg.mc_seed, proj_seed=cfg.seed, progress=cfg.progress)
+            mc = simulate_rp(mix, lam, cfg.m, cfg.mc_draws, seed=cfg.mc_seed, proj_seed=cfg.seed,
+                             progress=not cfg.quiet)
         else:
-            mc = simulate_gradient_flow(mix, 1.0 / lam, cfg.seeds, seed=cfg.mc_seed, progress=cfg.progress)
+            mc = simulate_gradient_flow(mix, 1.0 / lam, cfg.mc_draws, seed=cfg.mc_seed, progress=not cfg.quiet)
         secs = time.perf_counter() - t0
     key = "noisy_risk_mean" if cfg.risk == "noisy" else "risk_mean"
     mcr, sem = mc[key], mc["risk_sem"]
@@ -206,10 +215,10 @@ def cmd_simulate(cfg: SimulateConfig) -> int:
         "mc_sep_mean": mc["sep_mean"].tolist(), "theory_sep": met["R_sep"].tolist()}, indent=1))
     if cfg.plot:
         plot_curves(out / "simulate.png", [dict(
-            x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: theory vs MC ({cfg.seeds} seeds)",
+            x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: theory vs MC ({cfg.mc_draws} draws)",
             curves=[{"y": met["R_joint"][:, k], "label": f"theory R{k + 1}"} for k in range(2)],
             points=[{"x": x, "y": mcr[:, k], "err": sem[:, k], "label": f"MC R{k + 1}"} for k in range(2)])])
-    print(f"simulate: {cfg.seeds} draws in {secs:.1f} s; mean |MC/theory - 1| = {rel:.4f}; wrote {out / 'simulate.json'}")
+    print(f"simulate: {cfg.mc_draws} draws in {secs:.1f} s; mean |MC/theory - 1| = {rel:.4f}; wrote {out / 'simulate.json'}")
     return 0
 
 
@@ -234,23 +243,9 @@ def cmd_digits(cfg: DigitsConfig) -> int:
             curves=[{"y": res["theory"][j, :, k], "label": f"theory g{k + 1}"} for k in range(2)],
             points=[{"x": lam, "y": res["empirical"][j, :, k], "err": res["empirical_sem"][j, :, k],
                      "label": f"ridge g{k + 1}"} for k in range(2)]) for j, p2 in enumerate(res["p2"])])
-    print(f"digits: ordering agreement {res['ordering_agreement']:.2f}; wrote {out / 'digits.json'}")
-    return 0
-
-
-def cmd_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    if cfg.threads < 1:
-        raise ValueError(f"threads must be >= 1, got {cfg.threads}")
-    os.environ["ICLR25_RIDGE_BIAS_THREADS"] = str(cfg.threads)
-    report = run_reproduction("ridge-bias", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(report.claims))
-    held = sum(c.holds for c in report.claims)
-    print(f"ridge-bias: {held}/{len(report.claims)} claims hold in {report.seconds:.1f} s; wrote {Path(cfg.out) / 'results.json'}")
+    print(f"digits: ordering agreement {res['ordering_agreement_resolved']:.2f} over the {res['n_resolved']} "
+          f"resolved points ({res['n_unresolved']} unresolved within {res['resolve_z']:g} s.e.); "
+          f"wrote {out / 'digits.json'}")
     return 0
 
 
@@ -260,29 +255,21 @@ def _cfg_dict(cfg) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
 
 
-def _guard(fn):
-    def run(cfg):
-        try:
-            return fn(cfg)
-        except ValueError as e:  # bad input: one line, no traceback
-            print(f"iclr25-ridge-bias: error: {e}", file=sys.stderr)
-            return 2
-
-    return run
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-ridge-bias``; returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_cli(
         "iclr25-ridge-bias",
         "An Effective Theory of Bias Amplification (ICLR 2025): group-wise test errors and ODD/EDD/ADD "
         "of ridge, random-projection ridge and gradient flow, theory vs Monte-Carlo.",
         {
-            "theory": Command(TheoryConfig, _guard(cmd_theory), "theory curves (group risks, ODD/EDD/ADD) over a lambda grid"),
-            "simulate": Command(SimulateConfig, _guard(cmd_simulate), "Monte-Carlo group risks next to the theory"),
-            "digits-demo": Command(DigitsConfig, _guard(cmd_digits), "colored-digits: theory vs fitted ridge"),
-            "reproduce": Command(ReproduceConfig, _guard(cmd_reproduce), "reproduce the paper's claims (--quick: < 1 min)"),
+            "theory": Command(TheoryConfig, cmd_theory, "theory curves (group risks, ODD/EDD/ADD) over a lambda grid"),
+            "simulate": Command(SimulateConfig, cmd_simulate, "Monte-Carlo group risks next to the theory",
+                                deprecated={"--seeds": "--mc-draws", "--no-progress": "--quiet"}),
+            "digits-demo": Command(DigitsConfig, cmd_digits, "colored-digits: theory vs fitted ridge"),
+            "reproduce": reproduce_command("ridge-bias", "iclr25.ridge_bias.reproduce:reproduce", __version__,
+                                           config=ReproduceConfig,
+                                           help="reproduce the paper's claims (--quick: about a minute)"),
         },
         argv,
+        version=__version__,
     )

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+
 __all__ = ["TheoryConfig", "SimulateConfig", "ReproduceConfig", "DigitsConfig"]
 
 
-@dataclass
-class TheoryConfig:
+@dataclass(kw_only=True)
+class TheoryConfig(CommonOptions, SeedOption):
     """Theory curves (group risks, ODD/EDD/ADD) of a two-group mixture over a lambda grid."""
 
     scenario: Literal["s1", "s2", "s3", "A", "B", "C"] = "s2"
@@ -41,8 +43,6 @@ class TheoryConfig:
     """Number of random features for model=rp."""
     m_grid: tuple[int, ...] = ()
     """Sweep of m for model=rp (replaces --m): ODD/ADD vs the number of parameters (paper claim iii)."""
-    seed: int = 0
-    """Seed of the random projection S."""
     draws: int = 1
     """model=rp: average the theory over this many projections (seeds seed, seed+1, ...)."""
     risk: Literal["excess", "noisy"] = "excess"
@@ -51,40 +51,34 @@ class TheoryConfig:
     """ADD = ODD/EDD (ratio) or ODD - EDD (difference)."""
     edd_samples: Literal["group", "full"] = "group"
     """Separate models see p_s n samples (group) or n samples (full)."""
-    out: Path = Path("ridge_bias_out")
-    """Output folder for JSON and PNG."""
     plot: bool = True
     """Write a PNG (needs matplotlib, the [plot] extra)."""
-    threads: int = 1
-    """BLAS threads (1 avoids oversubscription on shared machines)."""
+    threads: int | None = 1
+    """BLAS threads (1 avoids oversubscription on shared machines; None: the library default)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SimulateConfig(TheoryConfig):
-    """Monte-Carlo group risks (exact fits on sampled Gaussian data) next to the theory."""
+    """Monte-Carlo group risks (exact fits on sampled Gaussian data) next to the theory.
+    --seed seeds the random projection S; --mc-seed the Monte-Carlo draws."""
 
-    seeds: int = 20
-    """Independent training sets (spec: 20 Monte-Carlo seeds)."""
+    mc_draws: int = 20
+    """Independent training sets drawn (spec: 20 Monte-Carlo seeds; was --seeds, a count)."""
     mc_seed: int = 0
     """Root seed of the Monte-Carlo draws."""
-    progress: bool = True
-    """tqdm progress bar on stderr."""
 
 
-@dataclass
-class ReproduceConfig:
-    """Reproduce the paper's claims (i)-(v) and write results.json / results.md / PNG plots."""
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
+    """Reproduce the paper's claims (i)-(v) and write results.json / results.md / PNG plots
+    (--quick: d=200 validation, 30 seeds, 5 lambdas; about a minute on 2 cores)."""
 
-    quick: bool = False
-    """CPU-scale quick mode (d=200 validation, 30 seeds, 5 lambdas; < 1 min on 2 cores)."""
-    out: Path = Path("results/ridge-bias")
-    """Output folder."""
-    threads: int = 1
-    """BLAS threads."""
+    threads: int | None = 1
+    """BLAS threads (1: the matrices are small; more threads are slower on a shared machine)."""
 
 
-@dataclass
-class DigitsConfig:
+@dataclass(kw_only=True)
+class DigitsConfig(CommonOptions, SeedOption):
     """Colored-digits demo: theory from empirical group statistics vs ridge fitted on random splits."""
 
     lam_grid: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -93,13 +87,9 @@ class DigitsConfig:
     """Group-2 shares of the training set (spec: 0.5 and 0.2)."""
     n_train: int = 600
     """Training-set size."""
-    splits: int = 10
-    """Random train/test splits averaged."""
-    seed: int = 0
-    """Seed of the colour-group assignment and of the splits."""
-    out: Path = Path("ridge_bias_digits")
-    """Output folder."""
+    splits: int = 60
+    """Random train/test splits averaged (enough for a standard error of each group gap)."""
     plot: bool = True
     """Write digits.png."""
-    threads: int = 1
+    threads: int | None = 1
     """BLAS threads."""

@@ -97,6 +97,7 @@ def digits_experiment(
     splits: int = 20,
     seed: int = 0,
     data: ColoredDigits | None = None,
+    resolve_z: float = 2.0,
 ) -> dict:
     """Theory vs empirical group errors of joint ridge on colored digits.
 
@@ -107,17 +108,26 @@ def digits_experiment(
         splits: random train/test splits averaged.
         seed: seed of the group assignment and of the splits.
         data: pre-loaded data (default :func:`load_colored_digits` ``(seed)``).
+        resolve_z: an empirical gap counts as resolved when ``|gap| >= resolve_z * sem``.
 
     Returns:
         dict with ``lam``, ``p2``, ``theory [P, L, 2]`` and ``empirical [P, L, 2]`` (noisy risks),
         ``empirical_sem [P, L, 2]``, ``ordering_agreement`` (fraction of ``(p2, lam)`` points where
         the sign of ``R_2 - R_1`` agrees), ``odd_trend_spearman [P]`` (rank correlation of ODD over
-        ``lam``, theory vs empirical).
+        ``lam``, theory vs empirical), and the statistics of the gap ``R_2 - R_1``:
+        ``gap_theory [P, L]``, ``gap_empirical [P, L]`` (mean over splits of the paired per-split
+        gap), ``gap_sem [P, L]`` (its standard error over splits), ``resolved [P, L]`` (bool: the
+        empirical gap is at least ``resolve_z`` standard errors from 0, so its sign is known),
+        ``n_resolved``, ``n_unresolved`` and ``ordering_agreement_resolved`` (the agreement over
+        resolved points only; NaN when none is resolved).
 
     Raises:
-        ValueError: ``lam <= 0``; a ``p2`` outside ``(0, 1)``; ``n_train`` too large for a group.
+        ValueError: ``lam <= 0``; a ``p2`` outside ``(0, 1)``; ``n_train`` too large for a group;
+            ``splits < 2`` (a standard error needs two splits).
     """
     lam_arr, _ = _as_lam(lam)
+    if splits < 2:
+        raise ValueError(f"splits={splits}: need at least 2 random splits for a standard error")
     data = load_colored_digits(seed) if data is None else data
     idx_by_group = [np.flatnonzero(data.group == k) for k in range(2)]
     P = len(p2_values)
@@ -140,8 +150,14 @@ def digits_experiment(
                 pred = data.features[test] @ W.T
                 emp[r, j, :, k] = ((pred - data.labels[test][:, None]) ** 2).mean(0)
     emp_mean = emp.mean(0)
-    sign_th = np.sign(theory[..., 1] - theory[..., 0])
-    sign_emp = np.sign(emp_mean[..., 1] - emp_mean[..., 0])
+    gap_t = theory[..., 1] - theory[..., 0]
+    gaps = emp[..., 1] - emp[..., 0]  # [splits, P, L]: paired within a split
+    gap_e = gaps.mean(0)
+    gap_sem = gaps.std(0, ddof=1) / np.sqrt(splits)
+    resolved = np.abs(gap_e) >= resolve_z * gap_sem
+    sign_th = np.sign(gap_t)
+    sign_emp = np.sign(gap_e)
+    agree = sign_th == sign_emp
     rho = []
     for j in range(P):
         odd_t = np.abs(theory[j, :, 1] - theory[j, :, 0])
@@ -152,7 +168,16 @@ def digits_experiment(
         "p2": np.asarray(p2_values, dtype=float),
         "theory": theory,
         "empirical": emp_mean,
-        "empirical_sem": emp.std(0, ddof=1) / np.sqrt(splits) if splits > 1 else np.full_like(emp_mean, np.nan),
-        "ordering_agreement": float(np.mean(sign_th == sign_emp)),
+        "empirical_sem": emp.std(0, ddof=1) / np.sqrt(splits),
+        "ordering_agreement": float(np.mean(agree)),
         "odd_trend_spearman": np.asarray(rho),
+        "gap_theory": gap_t,
+        "gap_empirical": gap_e,
+        "gap_sem": gap_sem,
+        "resolved": resolved,
+        "n_resolved": int(resolved.sum()),
+        "n_unresolved": int((~resolved).sum()),
+        "ordering_agreement_resolved": float(np.mean(agree[resolved])) if resolved.any() else float("nan"),
+        "splits": splits,
+        "resolve_z": resolve_z,
     }

@@ -16,11 +16,11 @@ group ``k`` is refitted on that group's rows of the same draw.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+
+from iclr25.core.progress import progress as progress_bar
 
 from .random_projections import projection_matrix
 from .theory import MixtureSpec, _as_lam
@@ -201,7 +201,7 @@ def _simulate(
     children = np.random.SeedSequence(seed).spawn(int(seeds))
     joint = np.empty((int(seeds), grid.size, mix.K))
     sep = np.full((int(seeds), grid.size, mix.K), np.nan)
-    it = tqdm(children, desc=desc, unit="draw", file=sys.stderr, disable=not progress, leave=False)
+    it = progress_bar(children, desc=desc, unit="draw", quiet=None if progress else True)
     for i, ss in enumerate(it):
         X, y, grp = sample_mixture(mix, np.random.default_rng(ss))
         F = X if S is None else X @ S.T

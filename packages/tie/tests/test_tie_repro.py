@@ -1,0 +1,57 @@
+"""Reproduction: the synthetic part and the claim construction (fast), the quick run (slow)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from iclr25.core.results import Claim
+from iclr25.tie.reproduce import CLAIM_NAMES, QUICK, _claims, _offline_metrics, _tables, synthetic_results
+
+
+def _fake_offline(seed: int) -> dict:
+    """An offline-pair result built from the synthetic model (shape of run_offline_seed's output)."""
+    from iclr25.tie import make_synthetic
+
+    d = make_synthetic(seed, d=16, test_sizes=(100, 100, 100, 100))
+    rng = np.random.default_rng(seed)
+    n = 1000
+    y10 = rng.integers(0, 10, n)
+    T = rng.standard_normal((10, 16))
+    x = T[y10] + rng.standard_normal((n, 16))
+    g = x + 2 * d.text_emb_spurious[0]
+    b = x + 2 * d.text_emb_spurious[1]
+    ctrl = {c: x + rng.standard_normal(16) for c in ("red", "yellow", "purple", "orange", "white", "black")}
+    return {"seed": seed, "rho": 0.95, "pool_emb": np.concatenate([g[:500], b[500:]]),
+            "pool_a": np.repeat([0, 1], 500), "test_emb": np.concatenate([g, b]), "test_y": np.concatenate([y10, y10]),
+            "test_a": np.repeat([0, 1], n), "text_emb_class": T, "text_emb_spurious": d.text_emb_spurious,
+            "colour_text": {"green": d.text_emb_spurious[0], "blue": d.text_emb_spurious[1],
+                            **{c: rng.standard_normal(16) for c in ctrl}},
+            "control_img": ctrl, "n_params": {"image": 327392, "text_head": 24640}, "train_seconds": 1.0,
+            "embed_test_seconds": 1.0, "epochs_done": 6, "temperature": 0.07}
+
+
+def test_claims_from_synthetic_and_fake_offline_results():
+    syn = synthetic_results((0, 1), ("default", "kappa=0.3"), sweep_scale=1)
+    off = [_offline_metrics(_fake_offline(s), n_random=2000) for s in (0, 1)]
+    claims = _claims(off, syn, dict(QUICK, sweep_scale=1))
+    assert [c.name for c in claims] == list(CLAIM_NAMES)
+    assert all(isinstance(c, Claim) and np.isfinite(c.ours) for c in claims)
+    by = {c.name: c for c in claims}
+    assert by["synthetic/tie_wga_gt_zero_shot"].holds                  # spec: +57 points
+    assert by["mechanism/translation_keeps_covariance"].holds
+    assert by["mechanism/text_direction_matches_image_shift"].ours > 0.99  # shift is exactly 2(s1 - s0)
+    assert "sd" in by["offline_pair/tie_wga_gt_zero_shot"].note
+    json.dumps(off)                                                      # JSON-ready
+    md = _tables(off, syn, QUICK, True)
+    assert "superclass × colour" in md and "â-accuracy sweep" in md
+
+
+@pytest.mark.slow
+def test_quick_reproduction(tmp_path):
+    from iclr25.tie.reproduce import reproduce
+
+    claims = reproduce(True, tmp_path, quiet=True)
+    assert [c.name for c in claims] == list(CLAIM_NAMES)
+    meta = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(meta["offline_pair"]) == 2 and meta["preset"]["epochs"] == 6
