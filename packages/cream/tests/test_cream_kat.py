@@ -285,7 +285,7 @@ def _gsm8k_test_file():
         p = Path(root) / "cream" / "gsm8k_test.jsonl" if root else None
         if p is not None and p.is_file():
             return p
-    pytest.skip("mirrored file cream/gsm8k_test.jsonl not found under ICLR25_DATA (set ICLR25_DATA=/work/shared/data)")
+    pytest.skip("mirrored file cream/gsm8k_test.jsonl not found under ICLR25_DATA (set ICLR25_DATA=/path/to/data)")
 
 
 @pytest.mark.realdata
