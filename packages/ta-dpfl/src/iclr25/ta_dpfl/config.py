@@ -8,6 +8,7 @@ groups ``ε ∈ {1, 2, 4}``, ``δ = 1e-5`` (paper setting, Sec. 5), ``σ = 1.5``
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -28,14 +29,22 @@ def group_budgets(epsilons: tuple[float, ...] | list[float], num_clients: int) -
 
 @dataclass
 class FederationSpec:
-    """Everything one federated run needs (Flower-independent; serialisable to a JSON dict).
+    """One federated run of a simulation (Flower-independent; serialisable to a JSON dict).
+
+    The fields split in two. **Node-owned** (what each simulated SuperNode's ``node_config`` gets;
+    the server never reads them): ``epsilons``, ``rhos`` (assigned per ``method``), ``delta``,
+    ``insecure_seed``, ``skip_rounds``. **Public** (the server's run config): everything else.
 
     Args:
-        method: ``dpfedavg`` | ``idp`` | ``ta`` | ``ta-reverse`` | ``ta-uniform``.
+        method: ``dpfedavg`` | ``idp`` | ``ta`` | ``ta-reverse`` | ``ta-uniform`` | ``ta-spend-first``.
         epsilons: per-client budgets ``ε_n`` (length ``N``).
-        rhos: per-client saving factors (a multiset assigned by the permutation rule for ``ta`` /
-            ``ta-reverse``; used as given for ``ta-uniform``; ignored otherwise).
-        out_dir: where checkpoints, ``metrics.jsonl`` and ``result.json`` go.
+        rhos: saving factors: a multiset assigned by the permutation rule for ``ta`` / ``ta-spend-first``,
+            reversed for ``ta-reverse``, used as given (aligned with ``epsilons``) for ``ta-uniform``.
+        insecure_seed: derive every client's noise and sampling from ``seed`` (replayable; simulations
+            and tests only). Default: the OS CSPRNG.
+        skip_rounds: ``{client: rounds}`` the client does not take part in (fault injection).
+        val_fraction: share of the training part held out as the server's validation split.
+        out_dir: where checkpoints, ``metrics.jsonl``, ``result.json`` and the nodes' state go.
     """
 
     method: str
@@ -52,17 +61,54 @@ class FederationSpec:
     dataset: str = "adult"
     csv_path: str | None = None
     split_seed: int = 0
+    val_fraction: float = 0.1
     seed: int = 0
-    min_expected_batch: float = 5.0
+    insecure_seed: bool = False
+    min_expected_batch: float = 20.0
     grad_sample_mode: str = "ghost"
     out_dir: str = "runs/ta-dpfl"
     run_key: str = "run"
     resume: bool = False
     progress: bool = True
+    device: str = "cpu"
+    skip_rounds: dict[int, list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        from .schedule import METHODS
+
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}; choose from {METHODS}")
+        if len(self.epsilons) != len(self.rhos):
+            raise ValueError(f"{len(self.epsilons)} epsilons but {len(self.rhos)} rhos")
+        for name in ("delta", "sigma", "max_grad_norm", "lr", "val_fraction", "min_expected_batch"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}={v!r} must be a finite number >= 0")
+        for name in ("sigma", "max_grad_norm", "lr", "delta"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
 
     @property
     def num_clients(self) -> int:
         return len(self.epsilons)
+
+    @property
+    def server_method(self) -> str:
+        """What the server runs: ``dpfedavg`` | ``idp`` | ``ta`` (the ``ta-*`` variants differ only in
+        the nodes' saving factors or the public ``order``)."""
+        return self.method if self.method in ("dpfedavg", "idp") else "ta"
+
+    @property
+    def order(self) -> str:
+        return "spend-first" if self.method == "ta-spend-first" else "save-first"
+
+    def node_rhos(self) -> list[float]:
+        """Each node's saving factor under this method (the permutation rule, its reverse, or as given)."""
+        from .schedule import assign_saving_factors
+
+        if self.method == "ta-uniform":
+            return [float(r) for r in self.rhos]
+        return assign_saving_factors(self.epsilons, self.rhos, reverse=(self.method == "ta-reverse"))
 
     def to_dict(self) -> dict:
         return asdict(self)
