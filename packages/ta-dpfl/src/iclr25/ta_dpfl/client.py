@@ -343,6 +343,9 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
     t = public.round
     if t in node.skip_rounds:
         raise ClientUnavailable(f"client {node.partition_id} skips round {t} (skip-rounds)")
+    if state.rounds and t <= state.rounds[-1]:
+        raise PrivacyBudgetExceeded(f"client {node.partition_id}: round {t} was already run (booked rounds up to "
+                                    f"{state.rounds[-1]}); refusing to train it again")
     x_np, y_np, d, c = _partition(node)
     sched = client_schedule(node, public, len(y_np))
     q = rate_for_round(sched, state.rounds, state.rates, t)
