@@ -113,9 +113,18 @@ class _SourceNoise:
     def add_noise(self):
         nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
         std = nm * self.max_grad_norm
-        for p in self.params:
+        params = list(self.params)
+        for p in params:
             _check_processed_flag(p.summed_grad)
-            p.grad = (p.summed_grad + self.noise_source.normal(std, p.summed_grad)).view_as(p)
+        # one draw for all parameters (one OS-entropy read per step), split back per parameter
+        flat = self.noise_source.normal(std, torch.empty(sum(p.summed_grad.numel() for p in params),
+                                                         dtype=params[0].summed_grad.dtype,
+                                                         device=params[0].summed_grad.device))
+        off = 0
+        for p in params:
+            n = p.summed_grad.numel()
+            p.grad = (p.summed_grad + flat[off: off + n].view_as(p.summed_grad)).view_as(p)
+            off += n
             _mark_as_processed(p.summed_grad)
 
 
