@@ -5,7 +5,7 @@ Settings (:data:`SETTINGS`):
 - ``adult``: UCI Adult, 12 clients in 3 privacy groups (ε = 1, 2, 4; δ = 1e-5), MLP (64 hidden),
   ``T = 30``, ``K = 4``, ``σ = 2.2`` — the smallest σ (rounded up) at which every client meets the
   spec's guard ``q·m_n ≥ 20`` (σ = 1.5 gives the ε = 1, ρ = 0.25 clients ``q·m ≈ 12``).
-- ``digits``: scikit-learn digits (10 classes), a linear model, 3 clients with ε = 2, 4, 8,
+- ``digits``: scikit-learn digits (10 classes), a linear model, 3 clients with ε = 2, 4, 6,
   ``T = 20``, ``K = 2``, ``σ = 3.0``: a setting where the model is still learning in the last
   rounds (the paper's mechanism needs late rounds to matter).
 
@@ -42,7 +42,7 @@ RHOS = (0.25, 0.5, 1.0)
 SETTINGS = {
     "adult": {"dataset": "adult", "epsilons": (1.0, 2.0, 4.0), "num_clients": 12, "sigma": 2.2, "rounds": 30,
               "local_steps": 4, "hidden": 64},
-    "digits": {"dataset": "digits", "epsilons": (2.0, 4.0, 8.0), "num_clients": 3, "sigma": 3.0, "rounds": 20,
+    "digits": {"dataset": "digits", "epsilons": (2.0, 4.0, 6.0), "num_clients": 3, "sigma": 3.0, "rounds": 20,
                "local_steps": 2, "hidden": 0},
 }
 #: scales; tests shrink them through ``reproduce(..., **overrides)``
