@@ -1,14 +1,14 @@
-"""The Flower ClientApp logic without starting Ray: messages in, messages out."""
+"""The Flower ClientApp / ServerApp message logic without starting Ray, and the run-config parser."""
 
-import numpy as np
 import pytest
 
 flwr = pytest.importorskip("flwr")
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict  # noqa: E402
 
+from iclr25.ta_dpfl.client import NodeConfig  # noqa: E402
 from iclr25.ta_dpfl.config import FederationSpec  # noqa: E402
 from iclr25.ta_dpfl.federation import ServerState  # noqa: E402
-from iclr25.ta_dpfl.flower_app import _train, spec_from_run_config  # noqa: E402
+from iclr25.ta_dpfl.flower_app import client_app, spec_from_run_config  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -19,62 +19,56 @@ def _task_identity():
     yield
 
 
-def _msg(state: ServerState, arrays, t: int) -> Message:
-    cfg = ConfigRecord(state.client_config())
-    cfg["round"] = t
-    cfg["rates-matrix"] = [float(v) for v in state.rates.reshape(-1)]
-    cfg["num-rounds-total"] = state.rates.shape[1]
-    cfg["budgets"] = [float(e) for e in state.spec.epsilons]
-    return Message(content=RecordDict({"arrays": arrays, "config": cfg}), dst_node_id=1, message_type="train")
+def _call(app, msg, ctx):
+    return app(msg, ctx)
 
 
-def test_client_app_books_rates_in_context_state_and_reports_epsilon(tmp_path):
-    spec = FederationSpec(method="ta", epsilons=[2.0, 4.0], rhos=[0.5, 1.0], rounds=3, local_steps=2,
+def test_client_app_reads_its_budget_from_node_config_and_refuses_to_overspend(tmp_path):
+    spec = FederationSpec(method="ta", epsilons=[2.0, 4.0], rhos=[1.0, 1.0], rounds=3, local_steps=2,
                           dataset="digits", out_dir=str(tmp_path), min_expected_batch=1.0, progress=False)
     state = ServerState(spec)
-    ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
-                  run_config={})
+    node = NodeConfig(partition_id=0, num_partitions=2, epsilon=2.0, saving_factor=0.5, dataset="digits")
+    ctx = Context(run_id=1, node_id=1, node_config=node.to_mapping(), state=RecordDict(), run_config={})
+    q = client_app(Message(content=RecordDict({"config": ConfigRecord(state.public_config(0).to_record())}),
+                           dst_node_id=1, message_type="query"), ctx)
+    rep = dict(q.content["report"])
+    assert rep["epsilon"] == 2.0 and rep["saving-factor"] == 0.5 and rep["num-examples"] > 0
+    state.register({"0": rep})
+    sched = state.schedules["0"]
     arrays = ArrayRecord(state.model.state_dict())
     eps = []
     for t in (1, 2, 3):
-        reply = _train(_msg(state, arrays, t), ctx)
+        cfg = ConfigRecord(state.public_config(t).to_record())
+        reply = client_app(Message(content=RecordDict({"arrays": arrays, "config": cfg}), dst_node_id=1,
+                                   message_type="train"), ctx)
         met = reply.content["metrics"]
+        assert met["sample-rate"] == pytest.approx(sched.rates[t - 1])
+        assert met["noise-secure"] == 1
         eps.append(met["epsilon-spent"])
-        assert met["sample-rate"] == pytest.approx(state.rates[0, t - 1])
         arrays = reply.content["arrays"]
-    assert list(ctx.state["acct:run"]["rates"]) == pytest.approx(list(state.rates[0]))
-    assert np.all(np.diff(eps) > 0) and eps[-1] <= 2.0 and eps[-1] > 2.0 * 0.99
-    # a 4th round would overspend: the client refuses
-    state.rates = np.concatenate([state.rates, state.rates[:, -1:]], axis=1)
-    with pytest.raises(Exception, match="would spend"):
-        _train(_msg(state, arrays, 4), ctx)
+    assert list(ctx.state["acct:run"]["rates"]) == pytest.approx(list(sched.rates))
+    assert eps == sorted(eps) and 0.99 * 2.0 < eps[-1] <= 2.0
+    # round 3 again (e.g. a replayed message): the client's own accountant refuses to overspend
+    cfg = ConfigRecord(state.public_config(3).to_record())
+    bad = client_app(Message(content=RecordDict({"arrays": arrays, "config": cfg}), dst_node_id=1,
+                             message_type="train"), ctx)
+    assert "status" in bad.content and "already run" in bad.content["status"]["error"]
 
 
-def test_run_config_parsing():
-    s = spec_from_run_config({"method": "idp", "epsilons": "1,2,4", "num-clients": 6, "num-server-rounds": 7})
-    assert s.epsilons == [1, 1, 2, 2, 4, 4] and s.rounds == 7 and s.method == "idp" and s.transition is None
+def test_node_config_errors_name_the_key():
+    with pytest.raises(ValueError, match="needs 'epsilon'"):
+        NodeConfig.from_mapping({"partition-id": 0, "num-partitions": 2})
+    with pytest.raises(ValueError, match="unknown key"):
+        NodeConfig.from_mapping({"partition-id": 0, "num-partitions": 2, "epsilon": 1, "budget": 3})
+    with pytest.raises(ValueError, match="epsilon"):
+        NodeConfig.from_mapping({"partition-id": 0, "num-partitions": 2, "epsilon": "nan"})
+    n = NodeConfig.from_mapping({"partition-id": 1, "num-partitions": 3, "epsilon": 1.5, "skip-rounds": "2,3"})
+    assert n.skip_rounds == (2, 3) and NodeConfig.from_mapping(n.to_mapping()) == n
 
 
-def test_server_state_checkpoints_and_resume(tmp_path):
-    spec = FederationSpec(method="idp", epsilons=[2.0, 4.0], rhos=[1.0, 1.0], rounds=4, local_steps=2,
-                          dataset="digits", out_dir=str(tmp_path), min_expected_batch=1.0, progress=False)
-    st = ServerState(spec)
-    sd = {k: v.clone() for k, v in st.model.state_dict().items()}
-    for t in (1, 2, 3):
-        st.record_clients(t, {0: 0.1 * t, 1: 0.2 * t})
-        st.end_round(t, {k: v + t for k, v in sd.items()})
-    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
-    (tmp_path / "checkpoints" / "round_003.pt").unlink()
-    spec.resume = True
-    st2 = ServerState(spec)
-    assert st2.start_round == 2 and st2.remaining_rounds == 2
-    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
-    for k, v in st2.model.state_dict().items():
-        assert float((v - (sd[k] + 2)).abs().max()) == 0.0
-    with pytest.raises(RuntimeError, match="budget"):
-        st2.record_clients(3, {0: 2.5, 1: 0.1})
-    with pytest.raises(RuntimeError, match="no reply"):
-        st2.record_clients(3, {0: 0.5})
+def test_run_config_parsing_reads_public_fields_only():
+    s = spec_from_run_config({"method": "idp", "num-clients": 3, "num-server-rounds": 7, "sigma": 1.2})
+    assert s.rounds == 7 and s.method == "idp" and s.transition is None and s.sigma == 1.2 and s.num_clients == 3
 
 
 def test_pyproject_version_matches_and_flower_app_declared():
@@ -89,5 +83,6 @@ def test_pyproject_version_matches_and_flower_app_declared():
     comp = py["tool"]["flwr"]["app"]["components"]
     assert comp == {"serverapp": "iclr25.ta_dpfl.flower_app:server_app",
                     "clientapp": "iclr25.ta_dpfl.flower_app:client_app"}
-    spec = spec_from_run_config(py["tool"]["flwr"]["app"]["config"])
-    assert spec.epsilons == [1.0] * 4 + [2.0] * 4 + [4.0] * 4 and spec.rounds == 30
+    cfg = py["tool"]["flwr"]["app"]["config"]
+    assert "epsilons" not in cfg and "rhos" not in cfg  # budgets are the nodes', not the run's
+    spec_from_run_config(cfg)

@@ -17,6 +17,7 @@ from iclr25.ta_dpfl import (
 from iclr25.ta_dpfl.data import TabularDataError, load_tabular_csv, one_hot, split_iid, stratified_split
 from iclr25.ta_dpfl.dp_sgd import MLP, get_weights, local_dp_sgd, set_weights
 from iclr25.ta_dpfl.federation import fedavg_weights
+from iclr25.ta_dpfl.noise import SeededRandom
 
 
 def test_epsilon_monotone_in_q_steps_sigma():
@@ -100,7 +101,7 @@ def test_noise_std_matches_sigma_c_over_qm(mode):
     model = torch.nn.Linear(d, 2, bias=False)
     torch.nn.init.zeros_(model.weight)
     local_dp_sgd(model, torch.zeros(m, d), torch.zeros(m, dtype=torch.long), sample_rate=q, noise_multiplier=sigma,
-                 max_grad_norm=c, local_steps=1, lr=lr, generator=torch.Generator().manual_seed(0),
+                 max_grad_norm=c, local_steps=1, lr=lr, noise_source=SeededRandom(0),
                  grad_sample_mode=mode)
     std = float(model.weight.detach().std())
     assert std == pytest.approx(lr * sigma * c / (q * m), rel=0.02)

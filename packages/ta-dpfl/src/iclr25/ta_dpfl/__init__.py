@@ -2,8 +2,9 @@
 
 Pure planning (no training): :func:`uniform_rate`, :func:`spend_rate`, :func:`make_schedule`,
 :func:`assign_saving_factors`, :func:`plan_federation`, :func:`epsilon_spent`. Training:
-:func:`local_dp_sgd` (Opacus client step), :class:`TimeAdaptiveFedAvg` and :func:`simulate`
-(Flower; imported lazily so that planning does not import Flower).
+:func:`local_dp_sgd` (Opacus client step, noise from :class:`SecureRandom` by default), the client
+side :class:`NodeConfig` / :func:`client_train` (a node owns its budget), :func:`run_inprocess` and
+:func:`simulate` (Flower; imported lazily so that planning does not import Flower).
 """
 
 from ._version import __version__
@@ -19,7 +20,6 @@ __all__ = [
     "rdp_of_history",
     "rdp_per_step",
     "FederationSpec",
-    "ReproduceConfig",
     "ScheduleConfig",
     "TrainConfig",
     "group_budgets",
@@ -38,7 +38,12 @@ __all__ = [
     "MLP",
     "local_dp_sgd",
     "PrivacyBudgetExceeded",
-    "TimeAdaptiveFedAvg",
+    "NodeConfig",
+    "client_train",
+    "rate_for_round",
+    "SecureRandom",
+    "SeededRandom",
+    "run_inprocess",
     "simulate",
 ]
 
@@ -54,7 +59,6 @@ _LAZY = {
     "rdp_of_history": "accounting",
     "rdp_per_step": "accounting",
     "FederationSpec": "config",
-    "ReproduceConfig": "config",
     "ScheduleConfig": "config",
     "TrainConfig": "config",
     "group_budgets": "config",
@@ -73,7 +77,12 @@ _LAZY = {
     "MLP": "dp_sgd",
     "local_dp_sgd": "dp_sgd",
     "PrivacyBudgetExceeded": "dp_sgd",
-    "TimeAdaptiveFedAvg": "flower_app",
+    "NodeConfig": "client",
+    "client_train": "client",
+    "rate_for_round": "schedule",
+    "SecureRandom": "noise",
+    "SeededRandom": "noise",
+    "run_inprocess": "federation",
     "simulate": "flower_app",
 }
 

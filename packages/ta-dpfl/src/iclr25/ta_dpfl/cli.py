@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import FederationSpec, ReproduceConfig, ScheduleConfig, TrainConfig, group_budgets
+from .config import FederationSpec, ScheduleConfig, TrainConfig, group_budgets
 
 __all__ = ["main", "schedule_table", "specs_from_train_config"]
 
@@ -52,17 +51,12 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
 
 
 def _schedule(cfg: ScheduleConfig) -> int:
-    from .schedule import BudgetInfeasibleError
-
-    try:
-        text, data = schedule_table(cfg)
-    except (BudgetInfeasibleError, ValueError) as e:
-        print(f"iclr25-ta-dpfl schedule: error: {e}", file=sys.stderr)
-        return 2
+    text, data = schedule_table(cfg)  # BudgetInfeasibleError is a ValueError: run_cli prints it
     print(text)
-    if cfg.json_out is not None:
-        cfg.json_out.parent.mkdir(parents=True, exist_ok=True)
-        cfg.json_out.write_text(json.dumps(data, indent=2) + "\n")
+    path = cfg.json_out if cfg.json_out is not None else Path(cfg.out) / "schedule.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"{len(data)} client schedules; written to {path}")
     return 0
 
 
@@ -77,62 +71,52 @@ def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
             max_grad_norm=cfg.max_grad_norm, rounds=rounds, local_steps=cfg.local_steps, transition=cfg.transition,
             lr=cfg.lr, hidden=cfg.hidden, dataset=cfg.dataset, csv_path=str(cfg.csv_path) if cfg.csv_path else None,
             split_seed=cfg.split_seed, seed=s, min_expected_batch=cfg.min_expected_batch,
-            grad_sample_mode=cfg.grad_sample_mode, out_dir=str(Path(cfg.output_dir) / f"{cfg.method}-seed{s}"),
-            run_key=f"{cfg.method}-seed{s}", resume=cfg.resume, progress=not cfg.quiet)
+            val_fraction=cfg.val_fraction, insecure_seed=cfg.insecure_seed,
+            grad_sample_mode=cfg.grad_sample_mode, out_dir=str(Path(cfg.out) / f"{cfg.method}-seed{s}"),
+            run_key=f"{cfg.method}-seed{s}", resume=cfg.resume, progress=not cfg.quiet,
+            device="cpu" if cfg.device == "auto" else cfg.device)
         for s in cfg.seeds
     ]
 
 
 def _train(cfg: TrainConfig) -> int:
     from .federation import plan
-    from .schedule import BudgetInfeasibleError
 
     specs = specs_from_train_config(cfg)
-    try:
-        for s in specs:  # infeasible budgets / bad data fail here, before Flower and Ray are imported
-            plan(s)
-    except (BudgetInfeasibleError, ValueError) as e:
-        print(f"iclr25-ta-dpfl train: error: {e}", file=sys.stderr)
-        return 2
-    from .flower_app import simulate
+    for s in specs:  # infeasible budgets / bad data fail here (a ValueError), before Flower and Ray start
+        plan(s)
+    if cfg.engine == "inprocess":
+        from .federation import run_inprocess
 
-    results = simulate(specs, num_cpus=cfg.num_cpus)
+        results = [run_inprocess(s) for s in specs]
+    else:
+        from .flower_app import simulate
+
+        results = simulate(specs, num_cpus=cfg.num_cpus)
     accs = [r["final_accuracy"] for r in results]
     summary = {"method": cfg.method, "seeds": list(cfg.seeds), "final_accuracy": accs,
                "epsilon_spent_max_over_budget": max(
                    e / b for r in results for e, b in zip(r["epsilon_spent"], r["epsilon_budget"]))}
-    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(cfg.output_dir) / f"summary-{cfg.method}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.out) / f"summary-{cfg.method}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{cfg.method}: final accuracy {', '.join(f'{a:.4f}' for a in accs)} "
-          f"(max eps_spent/eps_n = {summary['epsilon_spent_max_over_budget']:.6f}); results in {cfg.output_dir}")
-    return 0
-
-
-def _reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    report = run_reproduction("ta-dpfl", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(report.claims))
-    print(f"{sum(c.holds for c in report.claims)}/{len(report.claims)} claims hold; "
-          f"{report.seconds:.1f} s; results in {cfg.out}")
+          f"(max eps_spent/eps_n = {summary['epsilon_spent_max_over_budget']:.6f}); results in {cfg.out}")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-ta-dpfl``."""
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    log.setLevel(logging.INFO)  # our messages; third-party INFO (alembic, ray) stays quiet
     return run_cli(
         "iclr25-ta-dpfl",
         "Time-adaptive privacy spending for DP federated learning (Kiani et al., ICLR 2025): "
         "per-client saving/spending sampling-rate schedules, Opacus DP-SGD clients, Flower federation.",
         {
             "schedule": Command(ScheduleConfig, _schedule, "print each client's rates and the eps it spends per round"),
-            "train": Command(TrainConfig, _train, "train one method with Flower's simulation engine"),
-            "reproduce": Command(ReproduceConfig, _reproduce, "CPU-scale reproduction on Adult (results.json/md)"),
+            "train": Command(TrainConfig, _train, "train one method (Flower simulation or in-process)",
+                             deprecated={"--output-dir": "--out"}),
+            "reproduce": reproduce_command("ta-dpfl", "iclr25.ta_dpfl.reproduce:reproduce", __version__,
+                                           help="CPU-scale reproduction on Adult and digits (results.json/md)"),
         },
         argv,
+        version=__version__,
     )

@@ -8,13 +8,17 @@ groups ``ε ∈ {1, 2, 4}``, ``δ = 1e-5`` (paper setting, Sec. 5), ``σ = 1.5``
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "ReproduceConfig", "group_budgets"]
+from iclr25.core.config import CommonOptions, SeedsOption
 
-Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform"]
+__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "group_budgets"]
+
+Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
 
 
 def group_budgets(epsilons: tuple[float, ...] | list[float], num_clients: int) -> list[float]:
@@ -28,14 +32,22 @@ def group_budgets(epsilons: tuple[float, ...] | list[float], num_clients: int) -
 
 @dataclass
 class FederationSpec:
-    """Everything one federated run needs (Flower-independent; serialisable to a JSON dict).
+    """One federated run of a simulation (Flower-independent; serialisable to a JSON dict).
+
+    The fields split in two. **Node-owned** (what each simulated SuperNode's ``node_config`` gets;
+    the server never reads them): ``epsilons``, ``rhos`` (assigned per ``method``), ``delta``,
+    ``insecure_seed``, ``skip_rounds``. **Public** (the server's run config): everything else.
 
     Args:
-        method: ``dpfedavg`` | ``idp`` | ``ta`` | ``ta-reverse`` | ``ta-uniform``.
+        method: ``dpfedavg`` | ``idp`` | ``ta`` | ``ta-reverse`` | ``ta-uniform`` | ``ta-spend-first``.
         epsilons: per-client budgets ``ε_n`` (length ``N``).
-        rhos: per-client saving factors (a multiset assigned by the permutation rule for ``ta`` /
-            ``ta-reverse``; used as given for ``ta-uniform``; ignored otherwise).
-        out_dir: where checkpoints, ``metrics.jsonl`` and ``result.json`` go.
+        rhos: saving factors: a multiset assigned by the permutation rule for ``ta`` / ``ta-spend-first``,
+            reversed for ``ta-reverse``, used as given (aligned with ``epsilons``) for ``ta-uniform``.
+        insecure_seed: derive every client's noise and sampling from ``seed`` (replayable; simulations
+            and tests only). Default: the OS CSPRNG.
+        skip_rounds: ``{client: rounds}`` the client does not take part in (fault injection).
+        val_fraction: share of the training part held out as the server's validation split.
+        out_dir: where checkpoints, ``metrics.jsonl``, ``result.json`` and the nodes' state go.
     """
 
     method: str
@@ -52,24 +64,61 @@ class FederationSpec:
     dataset: str = "adult"
     csv_path: str | None = None
     split_seed: int = 0
+    val_fraction: float = 0.1
     seed: int = 0
-    min_expected_batch: float = 5.0
+    insecure_seed: bool = False
+    min_expected_batch: float = 20.0
     grad_sample_mode: str = "ghost"
     out_dir: str = "runs/ta-dpfl"
     run_key: str = "run"
     resume: bool = False
     progress: bool = True
+    device: str = "cpu"
+    skip_rounds: dict[int, list[int]] | None = None
+
+    def __post_init__(self) -> None:
+        from .schedule import METHODS
+
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}; choose from {METHODS}")
+        if len(self.epsilons) != len(self.rhos):
+            raise ValueError(f"{len(self.epsilons)} epsilons but {len(self.rhos)} rhos")
+        for name in ("delta", "sigma", "max_grad_norm", "lr", "val_fraction", "min_expected_batch"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}={v!r} must be a finite number >= 0")
+        for name in ("sigma", "max_grad_norm", "lr", "delta"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
 
     @property
     def num_clients(self) -> int:
         return len(self.epsilons)
 
+    @property
+    def server_method(self) -> str:
+        """What the server runs: ``dpfedavg`` | ``idp`` | ``ta`` (the ``ta-*`` variants differ only in
+        the nodes' saving factors or the public ``order``)."""
+        return self.method if self.method in ("dpfedavg", "idp") else "ta"
+
+    @property
+    def order(self) -> str:
+        return "spend-first" if self.method == "ta-spend-first" else "save-first"
+
+    def node_rhos(self) -> list[float]:
+        """Each node's saving factor under this method (the permutation rule, its reverse, or as given)."""
+        from .schedule import assign_saving_factors
+
+        if self.method == "ta-uniform":
+            return [float(r) for r in self.rhos]
+        return assign_saving_factors(self.epsilons, self.rhos, reverse=(self.method == "ta-reverse"))
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-@dataclass
-class ScheduleConfig:
+@dataclass(kw_only=True)
+class ScheduleConfig(CommonOptions):
     """Print each client's saving/spending rates and the ε it will have spent after every round."""
 
     epsilons: tuple[float, ...] = (1.0, 2.0, 4.0)
@@ -77,7 +126,7 @@ class ScheduleConfig:
     num_clients: int = 12
     """Clients N (spread evenly over the groups)."""
     method: Method = "ta"
-    """dpfedavg (all at min ε) | idp (uniform) | ta (strict clients save most) | ta-reverse | ta-uniform."""
+    """dpfedavg (all at min ε) | idp (uniform) | ta (strict clients save most) | ta-reverse | ta-uniform | ta-spend-first."""
     rhos: tuple[float, ...] = (0.25, 0.5, 1.0)
     """Saving factors, one per group (ρ=1: no saving) [design]."""
     delta: float = 1e-5
@@ -89,66 +138,62 @@ class ScheduleConfig:
     local_steps: int = 4
     """DP-SGD steps per round K [design]."""
     transition: int | None = None
-    """Last saving round τ (default T/2) [design]."""
+    """Number of saving rounds τ (default T/2) [design]."""
     client_size: int | None = 2170
     """m_n for the expected batch column and the δ >= 1/m_n warning (None: unknown)."""
     per_round: bool = True
     """Also print the per-round ε table."""
     json_out: Path | None = None
-    """Write the schedules as JSON here."""
+    """Deprecated (use --out; the schedules go to OUT/schedule.json)."""
+
+    def __post_init__(self) -> None:
+        if self.json_out is not None:
+            warnings.warn("--json-out is deprecated and will be removed in the next minor release; use --out "
+                          "(writes OUT/schedule.json)", FutureWarning, stacklevel=2)
 
 
-@dataclass
-class TrainConfig:
-    """Train one method with Flower's simulation engine (Ray backend), Opacus DP-SGD clients."""
+@dataclass(kw_only=True)
+class TrainConfig(CommonOptions, SeedsOption):
+    """Train one method: Flower's simulation engine (Ray) or the in-process driver, Opacus DP-SGD clients."""
 
     method: Method = "ta"
-    """dpfedavg | idp | ta | ta-reverse | ta-uniform."""
+    """dpfedavg | idp | ta | ta-reverse | ta-uniform | ta-spend-first."""
+    engine: Literal["flower", "inprocess"] = "flower"
+    """flower (Flower simulation engine, Ray backend) or inprocess (same client/server logic, no Ray)."""
     dataset: Literal["adult", "digits"] = "adult"
-    """adult (mirrored UCI Adult, ICLR25_DATA) or digits (scikit-learn, smoke tests)."""
+    """adult (mirrored UCI Adult, ICLR25_DATA) or digits (scikit-learn)."""
     csv_path: Path | None = None
     """An Adult-format CSV instead of the mirror."""
     epsilons: tuple[float, ...] = (1.0, 2.0, 4.0)
-    """Privacy groups' budgets ε."""
+    """Privacy groups' budgets ε (the simulated nodes' own budgets)."""
     num_clients: int = 12
-    """Clients N (= Flower SuperNodes)."""
+    """Clients N (= simulated SuperNodes)."""
     rhos: tuple[float, ...] = (0.25, 0.5, 1.0)
     """Saving factors, one per group [design]."""
     delta: float = 1e-5
-    sigma: float = 1.5
-    """Noise multiplier σ [design]."""
+    sigma: float = 2.2
+    """Noise multiplier σ (2.2: the smallest meeting q·m >= 20 for the default Adult setting)."""
     max_grad_norm: float = 1.0
     """Clip norm C [design]."""
     rounds: int = 30
     local_steps: int = 4
     transition: int | None = None
     lr: float = 2.0
-    """SGD step size η [design; tuned on IDP-FedAvg only]."""
+    """SGD step size η (reproduce tunes it per method on validation)."""
     hidden: int = 64
     """MLP hidden width (0: logistic regression)."""
-    seeds: tuple[int, ...] = (0,)
-    """Training seeds (one run each)."""
     split_seed: int = 0
-    min_expected_batch: float = 5.0
-    """Error before training when some q·m_n is below this."""
+    val_fraction: float = 0.1
+    """Share of the training part held out as the server's validation split."""
+    min_expected_batch: float = 20.0
+    """Error before training when some q·m_n is below this (spec: 20)."""
+    insecure_seed: bool = False
+    """Derive the clients' noise from the seed (replayable by anyone who knows it; simulations and tests only)."""
     grad_sample_mode: Literal["ghost", "hooks"] = "ghost"
     """Opacus per-sample clipping: ghost (fast gradient clipping) or hooks (GradSampleModule)."""
-    output_dir: Path = Path("runs/ta-dpfl")
     resume: bool = False
-    """Continue from the last per-round checkpoint in output_dir."""
+    """Continue from the last per-round checkpoint in --out."""
     num_cpus: int = 2
     """CPUs given to Ray (one per ClientApp actor)."""
     quick: bool = False
     """CPU-scale preset: 10 rounds."""
-    quiet: bool = False
-
-
-@dataclass
-class ReproduceConfig:
-    """Run the CPU-scale reproduction and write results.json / results.md."""
-
-    quick: bool = False
-    """1 seed, 4 methods (< 3 min on 2 cores); full: 5 seeds, 5 methods."""
-    out: Path = Path("results/ta-dpfl")
-    """Output folder."""
-

@@ -3,7 +3,8 @@ errors, IID client partitions, and scikit-learn's digits for smoke tests.
 
 Preprocessing (spec, CPU-scale reproduction): strip spaces; one-hot the categorical columns (``?``
 is its own category); standardise the numeric ones (fit on train only); stratified 80/20 split with
-a fixed seed; IID split of the training part into ``N`` clients.
+a fixed seed; a stratified validation split held out of the training part (server-side, for step-size
+selection; no client's data); IID split of the rest into ``N`` clients.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "stratified_split",
     "one_hot",
     "load_federated",
+    "ADULT_LABELS",
 ]
 
 ADULT = DatasetSpec(
@@ -48,21 +50,29 @@ ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "
                      "native-country")
 
 
+#: the two label values of UCI Adult (``adult.test`` writes them with a trailing ``.``)
+ADULT_LABELS = ("<=50K", ">50K", "<=50K.", ">50K.")
+
+
 class TabularDataError(ValueError):
     """A CSV file does not fit the declared schema (missing column, non-numeric value, ...)."""
 
 
 @dataclass(frozen=True)
 class FederatedData:
-    """Client partitions and a central test set.
+    """Client partitions, a server-side validation split and a central test set.
 
     Attributes:
         clients: ``N`` pairs ``(X_n float32 (m_n, d), y_n int64 (m_n,))``.
+        x_val, y_val: validation split (``float32 (m_val, d)``, ``int64 (m_val,)``), held out of the
+            training part before partitioning: used to choose the step size, never trained on.
         x_test: ``float32 (m_test, d)``; y_test: ``int64 (m_test,)``.
         num_features: ``d``; num_classes: number of labels.
     """
 
     clients: tuple[tuple[np.ndarray, np.ndarray], ...]
+    x_val: np.ndarray
+    y_val: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
     num_features: int
@@ -78,6 +88,7 @@ def load_tabular_csv(
     label: str,
     numeric: tuple[str, ...] | list[str],
     categorical: tuple[str, ...] | list[str],
+    label_values: tuple[str, ...] | list[str] | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, list[str]]:
     """Read a CSV with a header line into numeric and categorical columns.
 
@@ -86,6 +97,7 @@ def load_tabular_csv(
         label: name of the label column.
         numeric: columns parsed as floats.
         categorical: columns kept as strings.
+        label_values: the label values allowed (``None``: any).
 
     Returns:
         ``(X_num float64 (n, len(numeric)), [cat column str arrays (n,)], labels str (n,), numeric names)``.
@@ -93,6 +105,7 @@ def load_tabular_csv(
     Raises:
         TabularDataError: missing label or feature column (lists the header), a non-numeric value
             in a numeric column (names line and column), a row with the wrong number of fields,
+            a label outside ``label_values`` (names the unexpected values and their first lines),
             or no data rows.
     """
     path = Path(path)
@@ -102,7 +115,7 @@ def load_tabular_csv(
             header = [h.strip() for h in next(reader)]
         except StopIteration:
             raise TabularDataError(f"{path}: empty file (expected a header line)") from None
-        rows = []
+        rows, linenos = [], []
         for lineno, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
                 continue
@@ -110,6 +123,7 @@ def load_tabular_csv(
                 raise TabularDataError(
                     f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)}")
             rows.append([c.strip() for c in row])
+            linenos.append(lineno)
     col = {h: i for i, h in enumerate(header)}
     if label not in col:
         raise TabularDataError(
@@ -120,6 +134,19 @@ def load_tabular_csv(
     if not rows:
         raise TabularDataError(f"{path}: no data rows")
     table = np.asarray(rows, dtype=object)
+    labels = table[:, col[label]].astype(str)
+    if label_values is not None:
+        bad = ~np.isin(labels, np.asarray(label_values, dtype=str))
+        if bad.any():
+            seen: dict[str, int] = {}
+            for i in np.flatnonzero(bad):
+                seen.setdefault(str(labels[i]), linenos[i])
+                if len(seen) >= 5:
+                    break
+            listing = ", ".join(f"{v!r} (line {ln})" for v, ln in seen.items())
+            raise TabularDataError(
+                f"{path}: column {label!r} has {int(bad.sum())} value(s) outside {list(label_values)}: "
+                f"{listing}{' ...' if len(seen) >= 5 else ''}. Fix or drop those rows, or map the labels.")
     x_num = np.empty((len(rows), len(numeric)), dtype=np.float64)
     for j, name in enumerate(numeric):
         raw = table[:, col[name]]
@@ -131,11 +158,11 @@ def load_tabular_csv(
                     float(v)
                 except ValueError:
                     raise TabularDataError(
-                        f"{path}, line {i + 2}, column {name!r}: value {v!r} is not numeric; declare the "
+                        f"{path}, line {linenos[i]}, column {name!r}: value {v!r} is not numeric; declare the "
                         "column categorical or clean the file") from None
             raise  # pragma: no cover
     cats = [table[:, col[c]].astype(str) for c in categorical]
-    return x_num, cats, table[:, col[label]].astype(str), list(numeric)
+    return x_num, cats, labels, list(numeric)
 
 
 def split_iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -168,10 +195,16 @@ def one_hot(train_col: np.ndarray, col: np.ndarray) -> np.ndarray:
     return out
 
 
-def _adult_arrays(path: Path, split_seed: int):
-    x_num, cats, labels, _ = load_tabular_csv(path, "income", ADULT_NUMERIC, ADULT_CATEGORICAL)
+def _adult_arrays(path: Path, split_seed: int, val_fraction: float):
+    x_num, cats, labels, _ = load_tabular_csv(path, "income", ADULT_NUMERIC, ADULT_CATEGORICAL, ADULT_LABELS)
     y = (np.char.rstrip(labels.astype(str), ".") == ">50K").astype(np.int64)  # adult.test has '>50K.'
-    idx_tr, idx_te = stratified_split(y, 0.2, np.random.default_rng(split_seed))
+    if len(np.unique(y)) < 2:
+        raise TabularDataError(f"{path}: column 'income' holds only {sorted(set(labels.tolist()))}; "
+                               "both '<=50K' and '>50K' are needed")
+    rng = np.random.default_rng(split_seed)
+    idx_tr, idx_te = stratified_split(y, 0.2, rng)
+    va_pos, tr_pos = _val_split(y[idx_tr], val_fraction, rng)
+    idx_va, idx_tr = idx_tr[va_pos], idx_tr[tr_pos]
     mu = x_num[idx_tr].mean(0)
     sd = x_num[idx_tr].std(0)
     sd[sd == 0] = 1.0
@@ -181,47 +214,60 @@ def _adult_arrays(path: Path, split_seed: int):
         parts += [one_hot(c[idx_tr], c[idx]) for c in cats]
         return np.concatenate(parts, axis=1)
 
-    return feats(idx_tr), y[idx_tr], feats(idx_te), y[idx_te]
+    return feats(idx_tr), y[idx_tr], feats(idx_va), y[idx_va], feats(idx_te), y[idx_te]
 
 
-def _digits_arrays(split_seed: int):
+def _val_split(y: np.ndarray, val_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if val_fraction == 0:
+        return np.zeros(0, dtype=np.int64), np.arange(len(y))
+    va, tr = stratified_split(y, val_fraction, rng)[::-1]
+    return va, tr
+
+
+def _digits_arrays(split_seed: int, val_fraction: float):
     from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     d = load_digits()
     x = (d.data / 16.0).astype(np.float32)
     y = d.target.astype(np.int64)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.2, random_state=split_seed, stratify=y)
-    return xtr, ytr, xte, yte
+    rng = np.random.default_rng(split_seed)
+    tr, te = stratified_split(y, 0.2, rng)
+    va_pos, tr_pos = _val_split(y[tr], val_fraction, rng)
+    va, tr = tr[va_pos], tr[tr_pos]
+    return x[tr], y[tr], x[va], y[va], x[te], y[te]
 
 
 @lru_cache(maxsize=8)
 def load_federated(dataset: str = "adult", num_clients: int = 12, split_seed: int = 0,
-                   csv_path: str | None = None) -> FederatedData:
-    """Load a data set and split its training part IID into ``num_clients`` clients.
+                   csv_path: str | None = None, val_fraction: float = 0.1) -> FederatedData:
+    """Load a data set, hold out a validation split, and split the rest IID into ``num_clients``.
 
     Args:
         dataset: ``"adult"`` (mirrored UCI Adult; ``csv_path`` overrides the mirror) or ``"digits"``
-            (scikit-learn's 1,797 8x8 digits; smoke tests only).
+            (scikit-learn's 1,797 8x8 digits, 10 classes).
         num_clients: ``N``.
-        split_seed: seed of the stratified 80/20 split and of the client partition.
+        split_seed: seed of the stratified 80/20 split, the validation split and the client partition.
         csv_path: an Adult-format CSV to use instead of the mirror.
+        val_fraction: share of the training part held out (stratified) as the validation split,
+            in ``[0, 0.5]``.
 
     Returns:
         :class:`FederatedData` (cached per arguments; treat the arrays as read-only).
 
     Raises:
         iclr25.core.data.DataNotFoundError: the mirror file is missing (message names it).
-        TabularDataError: malformed CSV.
-        ValueError: unknown data set.
+        TabularDataError: malformed CSV (unexpected label values are named).
+        ValueError: unknown data set, bad ``val_fraction``.
     """
+    if not (0.0 <= val_fraction <= 0.5):
+        raise ValueError(f"val_fraction must lie in [0, 0.5], got {val_fraction}")
     if dataset == "adult":
         path = Path(csv_path) if csv_path else ADULT.path("adult.csv")
-        xtr, ytr, xte, yte = _adult_arrays(path, split_seed)
+        xtr, ytr, xva, yva, xte, yte = _adult_arrays(path, split_seed, val_fraction)
     elif dataset == "digits":
-        xtr, ytr, xte, yte = _digits_arrays(split_seed)
+        xtr, ytr, xva, yva, xte, yte = _digits_arrays(split_seed, val_fraction)
     else:
         raise ValueError(f"unknown dataset {dataset!r}; choose 'adult' or 'digits'")
     parts = split_iid(len(ytr), num_clients, np.random.default_rng(split_seed))
     clients = tuple((xtr[p], ytr[p]) for p in parts)
-    return FederatedData(clients, xte, yte, int(xtr.shape[1]), int(max(ytr.max(), yte.max()) + 1))
+    return FederatedData(clients, xva, yva, xte, yte, int(xtr.shape[1]), int(max(ytr.max(), yte.max()) + 1))

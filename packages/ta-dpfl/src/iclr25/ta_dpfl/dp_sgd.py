@@ -5,10 +5,11 @@ Poisson-sample ``B ⊆ D_n`` at rate ``q = q_{n,t}``; clip per-sample gradients 
 ``N(0, σ²C²I)``; divide by the *expected* batch ``q·m_n`` (Opacus "mean" reduction); SGD step.
 ``K`` steps per round, whatever ``q`` is (so a lower rate really spends less).
 
-Opacus pieces used: :class:`~opacus.GradSampleModule`, :class:`~opacus.optimizers.DPOptimizer`,
-:class:`~opacus.utils.uniform_sampler.UniformWithReplacementSampler` (Poisson sampling with a fixed
-number of steps) and :class:`~opacus.accountants.RDPAccountant`, which books the exact ``q`` (not
-Opacus' ``1/len(loader)`` rounding — see README, implementation detail 4).
+Opacus pieces used: :class:`~opacus.GradSampleModule` (or ghost clipping), :class:`~opacus.optimizers.DPOptimizer`
+(per-sample clipping; its noise is drawn from the client's :class:`~iclr25.ta_dpfl.noise.RandomSource`,
+by default the OS CSPRNG) and :class:`~opacus.accountants.RDPAccountant`, which books the exact ``q``
+(not Opacus' ``1/len(loader)`` rounding — see README, implementation detail 4). Poisson sampling
+(a fixed number ``K`` of steps) draws from the same source.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from opacus import GradSampleModule
 from opacus.accountants import RDPAccountant
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import nn
+
+from .noise import RandomSource, SecureRandom, poisson_indices
 
 __all__ = [
     "MLP",
+    "build_model",
     "PrivacyBudgetExceeded",
     "get_weights",
     "set_weights",
@@ -60,6 +64,20 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+def build_model(dataset: str, num_features: int, num_classes: int, hidden: int = 64) -> nn.Module:
+    """The model of a data set: :class:`MLP` ``num_features → hidden → num_classes`` (``hidden = 0``:
+    logistic regression) for the tabular/flattened data sets ``adult`` and ``digits``.
+
+    Raises:
+        ValueError: unknown data set or a negative width.
+    """
+    if dataset not in ("adult", "digits"):
+        raise ValueError(f"no model for dataset {dataset!r}; choose 'adult' or 'digits'")
+    if hidden < 0:
+        raise ValueError(f"hidden must be >= 0, got {hidden}")
+    return MLP(num_features, num_classes, hidden)
+
+
 def get_weights(model: nn.Module) -> list[np.ndarray]:
     """Model parameters/buffers as ``list[np.ndarray]`` in ``state_dict`` order (Flower convention)."""
     return [v.detach().cpu().numpy().copy() for v in model.state_dict().values()]
@@ -85,7 +103,40 @@ def set_weights(model: nn.Module, weights: Sequence[np.ndarray]) -> None:
 GRAD_SAMPLE_MODES = ("ghost", "hooks")
 
 
-def _wrap(model, lr, sigma, clip, expected_batch, generator, mode):
+class _SourceNoise:
+    """Mix-in for Opacus' DP optimizers: the Gaussian noise comes from ``self.noise_source``
+    (a :class:`~iclr25.ta_dpfl.noise.RandomSource`) instead of ``torch.normal`` with a torch
+    generator; everything else (clipping, accumulation, the step) is Opacus'."""
+
+    noise_source: RandomSource
+
+    def add_noise(self):
+        nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
+        std = nm * self.max_grad_norm
+        params = list(self.params)
+        for p in params:
+            _check_processed_flag(p.summed_grad)
+        # one draw for all parameters (one OS-entropy read per step), split back per parameter
+        flat = self.noise_source.normal(std, torch.empty(sum(p.summed_grad.numel() for p in params),
+                                                         dtype=params[0].summed_grad.dtype,
+                                                         device=params[0].summed_grad.device))
+        off = 0
+        for p in params:
+            n = p.summed_grad.numel()
+            p.grad = (p.summed_grad + flat[off: off + n].view_as(p.summed_grad)).view_as(p)
+            off += n
+            _mark_as_processed(p.summed_grad)
+
+
+class _DPOptimizer(_SourceNoise, DPOptimizer):
+    pass
+
+
+class _DPOptimizerGhost(_SourceNoise, DPOptimizerFastGradientClipping):
+    pass
+
+
+def _wrap(model, lr, sigma, clip, expected_batch, source: RandomSource, mode):
     # Opacus divides the noisy clipped sum by the expected batch only for loss_reduction="mean",
     # and ghost clipping needs one reduction everywhere. We use "sum" everywhere and fold the
     # division by q*m_n into the SGD step size: θ ← θ − (η / (q m_n)) (Σ_i clip(g_i) + N(0, σ²C²I)).
@@ -96,25 +147,26 @@ def _wrap(model, lr, sigma, clip, expected_batch, generator, mode):
     if mode == "ghost":
         gsm = GradSampleModuleFastGradientClipping(model, max_grad_norm=clip, use_ghost_clipping=True,
                                                    loss_reduction="sum")
-        opt = DPOptimizerFastGradientClipping(
+        opt = _DPOptimizerGhost(
             torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
-            expected_batch_size=eb, loss_reduction="sum", generator=generator)
+            expected_batch_size=eb, loss_reduction="sum")
         crit = DPLossFastGradientClipping(gsm, opt, nn.CrossEntropyLoss(reduction="sum"), loss_reduction="sum")
     else:
         gsm = GradSampleModule(model, loss_reduction="sum")
-        opt = DPOptimizer(
+        opt = _DPOptimizer(
             torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
-            expected_batch_size=eb, loss_reduction="sum", generator=generator)
+            expected_batch_size=eb, loss_reduction="sum")
         crit = nn.CrossEntropyLoss(reduction="sum")
+    opt.noise_source = source
     return gsm, opt, crit
 
 
-def _noise_only_step(opt, gsm, sigma, clip, generator) -> None:
+def _noise_only_step(opt, gsm, sigma, clip, source: RandomSource) -> None:
     """The DP-SGD update for an empty batch: ``θ ← θ − η · N(0, σ²C²I) / (q·m)`` (the 1/(q·m) is in
     the optimizer's step size, see :func:`_wrap`)."""
     with torch.no_grad():
         for p in gsm.parameters():
-            p.grad = torch.normal(0.0, sigma * clip, size=p.shape, generator=generator)
+            p.grad = source.normal(sigma * clip, p.detach())
         opt.original_optimizer.step()
 
 
@@ -129,18 +181,20 @@ def local_dp_sgd(
     local_steps: int,
     lr: float,
     accountant: RDPAccountant | None = None,
-    generator: torch.Generator | None = None,
+    noise_source: RandomSource | None = None,
     grad_sample_mode: str = "ghost",
 ) -> dict[str, float]:
     """Run ``K`` Opacus DP-SGD steps on ``model`` in place (one round of one client).
 
     Args:
         model: a torch module (not wrapped); its parameters are updated in place.
-        x: ``float32 (m_n, d)`` client features; y: ``int64 (m_n,)`` labels.
+        x: ``float32 (m_n, ...)`` client features (on the model's device); y: ``int64 (m_n,)`` labels.
         sample_rate: Poisson rate ``q ∈ (0, 1]``.
         noise_multiplier: ``σ``; max_grad_norm: ``C``; local_steps: ``K``; lr: SGD step size ``η``.
         accountant: an Opacus ``RDPAccountant``; ``K`` entries ``(σ, q)`` are booked on it.
-        generator: torch generator for sampling and noise (reproducibility).
+        noise_source: where the Poisson sample and the Gaussian noise come from; default a fresh
+            :class:`~iclr25.ta_dpfl.noise.SecureRandom` (OS CSPRNG, not replayable). Pass a
+            :class:`~iclr25.ta_dpfl.noise.SeededRandom` only for simulations and tests.
         grad_sample_mode: ``"ghost"`` (Opacus fast gradient clipping with ghost norms: per-sample
             norms without materialising per-sample gradients; default, ~4x faster here) or
             ``"hooks"`` (Opacus' classic ``GradSampleModule``). Both clip per sample and give the
@@ -158,16 +212,17 @@ def local_dp_sgd(
         raise ValueError(f"x has {len(x)} rows but y has {m}")
     if not (0 < sample_rate <= 1):
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
-    gsm, opt, crit = _wrap(model, lr, noise_multiplier, max_grad_norm, sample_rate * m, generator, grad_sample_mode)
-    sampler = UniformWithReplacementSampler(num_samples=m, sample_rate=sample_rate, generator=generator,
-                                            steps=local_steps)
+    if local_steps < 1:
+        raise ValueError(f"local_steps must be >= 1, got {local_steps}")
+    source = noise_source if noise_source is not None else SecureRandom()
+    gsm, opt, crit = _wrap(model, lr, noise_multiplier, max_grad_norm, sample_rate * m, source, grad_sample_mode)
     losses, sizes, empty = [], [], 0
-    for idx in sampler:
-        idx_t = torch.as_tensor(idx, dtype=torch.long)
+    for _ in range(local_steps):
+        idx_t = torch.from_numpy(poisson_indices(source, m, sample_rate)).to(x.device)
         opt.zero_grad(set_to_none=True)
         if len(idx_t) == 0:
             # empty Poisson batch: the mechanism still releases pure noise (as Opacus' DPDataLoader does)
-            _noise_only_step(opt, gsm, noise_multiplier, max_grad_norm, generator)
+            _noise_only_step(opt, gsm, noise_multiplier, max_grad_norm, source)
             empty += 1
         else:
             out = gsm(x[idx_t])
@@ -226,7 +281,7 @@ def per_sample_overhead(
         popt.step()
 
     gsm, dopt, crit = _wrap(MLP(in_features, num_classes, hidden), 0.01, noise_multiplier, max_grad_norm,
-                            float(batch), None, grad_sample_mode)
+                            float(batch), SecureRandom(), grad_sample_mode)
 
     def dp_step():
         dopt.zero_grad(set_to_none=True)

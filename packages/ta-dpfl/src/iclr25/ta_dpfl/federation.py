@@ -1,5 +1,16 @@
-"""Flower-independent pieces of a federated run: planning, client round logic, server evaluation,
-checkpoints and results. :mod:`iclr25.ta_dpfl.flower_app` wires them into Flower.
+"""The server side of a federation, Flower-independent, and an in-process driver.
+
+:class:`ServerState` is what the aggregator knows and does: the run's public hyperparameters, the
+clients' *reports* (sample count and budget group, :func:`~iclr25.ta_dpfl.client.client_report`),
+the schedules it solves from them, FedAvg weights, evaluation on its own validation and test
+splits, per-round checkpoints, ``metrics.jsonl`` and ``result.json``. It never reads a client's
+budget from the run configuration. A client that misses a round (no reply, an error, a refusal) is
+recorded and the round goes on with the others.
+
+:func:`simulated_nodes` turns a :class:`~iclr25.ta_dpfl.config.FederationSpec` into the nodes'
+own configurations (what each SuperNode's ``node_config`` holds in a deployment), and
+:func:`run_inprocess` runs a federation in this process with the same client and server logic as
+the Flower apps (:mod:`iclr25.ta_dpfl.flower_app`) — the spec's "in-process driver" for CPU runs.
 """
 
 from __future__ import annotations
@@ -9,125 +20,49 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from opacus.accountants import RDPAccountant
 
-from .accounting import epsilon_spent
+from iclr25.core.jsonl import append_jsonl, read_jsonl
+
+from .client import EPS_TOL, ClientState, ClientUnavailable, NodeConfig, PublicConfig, client_report, client_train
 from .config import FederationSpec
 from .data import load_federated
-from .dp_sgd import MLP, PrivacyBudgetExceeded, evaluate, local_dp_sgd
-from .schedule import ClientBudget, Schedule, plan_federation
+from .dp_sgd import PrivacyBudgetExceeded, build_model, evaluate
+from .schedule import BudgetInfeasibleError, ClientBudget, Schedule, plan_federation
 
 __all__ = [
-    "plan",
-    "ClientRoundResult",
-    "client_round",
-    "fedavg_weights",
     "ServerState",
+    "simulated_nodes",
+    "plan",
+    "fedavg_weights",
+    "fedavg",
     "latest_checkpoint",
+    "run_inprocess",
 ]
 
 log = logging.getLogger("iclr25.ta_dpfl")
-
-#: tolerance of the budget check (ε is solved to ~1e-12 below the budget)
-EPS_TOL = 1e-9
-
-
-def plan(spec: FederationSpec) -> list[Schedule]:
-    """Solve every client's schedule for ``spec`` (before any training; raises on infeasible budgets).
-
-    Uses the real client sizes ``m_n`` of the data split for the expected-batch check.
-    """
-    data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path)
-    budgets = [ClientBudget(e, spec.delta, m) for e, m in zip(spec.epsilons, data.sizes)]
-    return plan_federation(budgets, spec.method, spec.sigma, spec.rounds, spec.local_steps, spec.transition,
-                           spec.rhos, spec.min_expected_batch)
-
-
-def _compact(history: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
-    """Merge consecutive entries with equal ``(σ, q)`` (as ``RDPAccountant.step`` does)."""
-    out: list[tuple[float, float, int]] = []
-    for s, q, k in history:
-        if out and out[-1][0] == s and out[-1][1] == q:
-            out[-1] = (s, q, out[-1][2] + k)
-        else:
-            out.append((s, q, k))
-    return out
 
 
 def _seed(*parts) -> int:
     return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:7], "little")
 
 
-@dataclass
-class ClientRoundResult:
-    """What a client returns after one round."""
-
-    state_dict: dict
-    num_examples: int
-    epsilon_spent: float
-    sample_rate: float
-    loss: float
-    mean_batch: float
-    history: list[float]
-
-
-def client_round(
-    *,
-    partition_id: int,
-    state_dict: dict,
-    round_: int,
-    rates_matrix: np.ndarray,
-    budget: float,
-    booked_rates: list[float] | None,
-    cfg: dict,
-) -> ClientRoundResult:
-    """One client's round (Algorithm 2, step 2b): check the budget, run ``K`` DP-SGD steps at
-    ``q_{n,t}``, book them on an Opacus ``RDPAccountant``, report the spent ``ε``.
-
-    Args:
-        partition_id: the client's index ``n``.
-        state_dict: global model ``θ^{t-1}`` as a torch state dict.
-        round_: ``t`` (1-based, counting from the start of the schedule, also after ``--resume``).
-        rates_matrix: ``float (N, T)`` public schedule of all clients.
-        budget: the client's ``ε_n``.
-        booked_rates: rates this client's accountant already booked (``None``: fresh process, e.g.
-            after ``--resume``; then rebuilt from rounds ``1..t-1`` of the public schedule).
-        cfg: ``sigma, max_grad_norm, local_steps, lr, delta, hidden, dataset, num_clients,
-            split_seed, csv_path, seed, run_key, grad_sample_mode``.
-
-    Raises:
-        PrivacyBudgetExceeded: this round would take the client above ``ε_n`` (it refuses to train).
-    """
-    torch.set_num_threads(1)
-    sigma, k, delta = float(cfg["sigma"]), int(cfg["local_steps"]), float(cfg["delta"])
-    row = rates_matrix[partition_id]
-    if booked_rates is None or len(booked_rates) != round_ - 1:
-        booked_rates = [float(q) for q in row[: round_ - 1]]
-    q = float(row[round_ - 1])
-    acc = RDPAccountant()
-    acc.history = _compact([(sigma, r, k) for r in booked_rates])
-    # same math as RDPAccountant.get_epsilon, with the per-step RDP curves cached (tested equal)
-    eps_next = epsilon_spent([*acc.history, (sigma, q, k)], delta)
-    if eps_next > budget + EPS_TOL:
-        raise PrivacyBudgetExceeded(
-            f"client {partition_id}: round {round_} at q={q:.6g} would spend eps={eps_next:.6f} > budget {budget}")
-    data = load_federated(cfg["dataset"], int(cfg["num_clients"]), int(cfg["split_seed"]), cfg.get("csv_path") or None)
-    x_np, y_np = data.clients[partition_id]
-    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
-    model = MLP(data.num_features, data.num_classes, int(cfg["hidden"]))
-    model.load_state_dict(state_dict)
-    gen = torch.Generator().manual_seed(_seed(cfg["seed"], cfg["run_key"], partition_id, round_))
-    stats = local_dp_sgd(model, x, y, sample_rate=q, noise_multiplier=sigma, max_grad_norm=float(cfg["max_grad_norm"]),
-                         local_steps=k, lr=float(cfg["lr"]), accountant=acc, generator=gen,
-                         grad_sample_mode=str(cfg.get("grad_sample_mode", "ghost")))
-    eps = epsilon_spent(acc.history, delta)
-    return ClientRoundResult(model.state_dict(), len(y), float(eps), q, stats["loss"], stats["mean_batch"],
-                             [*booked_rates, q])
+def simulated_nodes(spec: FederationSpec) -> list[NodeConfig]:
+    """The ``node_config`` of every simulated SuperNode: its budget, saving factor (assigned per
+    ``spec.method``), data partition, noise choice and a state folder under ``spec.out_dir``."""
+    rhos = spec.node_rhos()
+    skip = spec.skip_rounds or {}
+    return [
+        NodeConfig(partition_id=n, num_partitions=spec.num_clients, epsilon=float(e), delta=spec.delta,
+                   saving_factor=float(r), dataset=spec.dataset, csv_path=spec.csv_path, split_seed=spec.split_seed,
+                   val_fraction=spec.val_fraction, insecure_seed=spec.seed if spec.insecure_seed else None,
+                   device=spec.device, state_dir=str(Path(spec.out_dir) / "nodes" / f"node-{n}"),
+                   skip_rounds=tuple(int(t) for t in skip.get(n, ())))
+        for n, (e, r) in enumerate(zip(spec.epsilons, rhos))
+    ]
 
 
 def fedavg_weights(num_examples: list[int]) -> np.ndarray:
@@ -136,6 +71,13 @@ def fedavg_weights(num_examples: list[int]) -> np.ndarray:
     if m.ndim != 1 or len(m) == 0 or (m <= 0).any():
         raise ValueError(f"num_examples must be positive, got {num_examples}")
     return m / m.sum()
+
+
+def fedavg(state_dicts: list[dict], num_examples: list[int]) -> dict:
+    """``Σ_n w_n θ_n`` over the replies received (weights :func:`fedavg_weights`)."""
+    w = fedavg_weights(num_examples)
+    return {k: sum(float(wi) * sd[k].double() for wi, sd in zip(w, state_dicts)).to(state_dicts[0][k].dtype)
+            for k in state_dicts[0]}
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
@@ -148,44 +90,58 @@ def _rps(times: list[float]) -> float:
     return float((len(times) - 1) / (times[-1] - times[0])) if len(times) > 1 and times[-1] > times[0] else math.nan
 
 
+def _server_method(method: str) -> str:
+    return method if method in ("dpfedavg", "idp") else "ta"
+
+
 class ServerState:
-    """Server-side bookkeeping of one run: schedules, test evaluation, per-round checkpoints,
-    ``metrics.jsonl`` and ``result.json``.
+    """The aggregator's bookkeeping of one run.
 
     Args:
-        spec: the run.
+        spec: the run; the server reads only its public fields (never ``epsilons``/``rhos``).
     """
 
     def __init__(self, spec: FederationSpec):
+        from iclr25.core.seed import choose_device
+
         self.spec = spec
         self.out = Path(spec.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.schedules = plan(spec)
-        self.rates = np.stack([s.rates for s in self.schedules])  # (N, T)
-        data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path)
-        self.x_test = torch.from_numpy(data.x_test)
-        self.y_test = torch.from_numpy(data.y_test)
+        self.device = torch.device(choose_device(spec.device))
+        data = load_federated(spec.dataset, max(spec.num_clients, 1), spec.split_seed, spec.csv_path,
+                              spec.val_fraction)
+        self.x_val = torch.from_numpy(np.ascontiguousarray(data.x_val)).to(self.device)
+        self.y_val = torch.from_numpy(np.ascontiguousarray(data.y_val)).to(self.device)
+        self.x_test = torch.from_numpy(np.ascontiguousarray(data.x_test)).to(self.device)
+        self.y_test = torch.from_numpy(np.ascontiguousarray(data.y_test)).to(self.device)
         self.num_features, self.num_classes = data.num_features, data.num_classes
-        self.sizes = data.sizes
         self.start_round = 0
         self.history: list[dict] = []
-        self.client_eps: dict[int, dict[int, float]] = {}  # round -> pid -> eps
+        self.reports: dict[str, dict] = {}
+        self.schedules: dict[str, Schedule] = {}
+        self.epsilon_cap = 0.0
+        self.client_eps: dict[str, float] = {}
+        self.noise: dict[str, str] = {}
+        self.missed: dict[str, list[int]] = {}
+        self.miss_reasons: dict[str, dict[int, str]] = {}
         torch.manual_seed(_seed(spec.seed, "init"))
-        self.model = MLP(self.num_features, self.num_classes, spec.hidden)
-        (self.out / "config.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
-        (self.out / "schedule.json").write_text(json.dumps([s.to_dict() for s in self.schedules]) + "\n")
+        self.model = build_model(spec.dataset, self.num_features, self.num_classes, spec.hidden).to(self.device)
+        public = {k: v for k, v in spec.to_dict().items() if k not in ("epsilons", "rhos", "delta", "skip_rounds")}
+        (self.out / "config.json").write_text(json.dumps(public, indent=2) + "\n")
         if spec.resume:
             ck = latest_checkpoint(self.out)
             if ck is not None:
-                blob = torch.load(ck, weights_only=True)
+                blob = torch.load(ck, weights_only=True, map_location=self.device)
                 self.model.load_state_dict(blob["state_dict"])
                 self.start_round = int(blob["round"])
-                self.history = [json.loads(line) for line in (self.out / "metrics.jsonl").read_text().splitlines()
-                                if line.strip()][: self.start_round]
+                rows = read_jsonl(self.out / "metrics.jsonl", required=("round", "accuracy"), torn_tail="drop")
+                self.history = [r for r in rows if r["round"] <= self.start_round]
                 for h in self.history:
-                    self.client_eps[h["round"]] = {int(k): v for k, v in h["client_epsilon"].items()}
-                # drop rows (and checkpoints) of rounds after the one we resume from
-                (self.out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
+                    self.client_eps.update(h.get("client_epsilon", {}))
+                    for lab, r in h.get("missed", {}).items():
+                        self.missed.setdefault(lab, []).append(int(h["round"]))
+                        self.miss_reasons.setdefault(lab, {})[int(h["round"])] = r
+                self._rewrite_metrics()
                 for later in self.out.glob("checkpoints/round_*.pt"):
                     if int(later.stem.split("_")[1]) > self.start_round:
                         later.unlink()
@@ -195,59 +151,182 @@ class ServerState:
             for old in self.out.glob("checkpoints/round_*.pt"):
                 old.unlink()
 
+    def _rewrite_metrics(self) -> None:
+        (self.out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
+
     @property
     def remaining_rounds(self) -> int:
         return self.spec.rounds - self.start_round
 
-    def client_config(self) -> dict:
-        """Static per-run config sent to every client each round (scalars only, Flower ConfigRecord)."""
+    def public_config(self, round_: int = 0) -> PublicConfig:
+        """The public hyperparameters sent with round ``round_``'s messages (0: the query)."""
         s = self.spec
-        return {
-            "sigma": s.sigma, "max_grad_norm": s.max_grad_norm, "local_steps": s.local_steps, "lr": s.lr,
-            "delta": s.delta, "hidden": s.hidden, "dataset": s.dataset, "num_clients": s.num_clients,
-            "split_seed": s.split_seed, "csv_path": s.csv_path or "", "seed": s.seed, "run_key": s.run_key,
-            "grad_sample_mode": s.grad_sample_mode,
-        }
+        return PublicConfig(method=_server_method(s.method), order=s.order, sigma=s.sigma,
+                            max_grad_norm=s.max_grad_norm, rounds=s.rounds, local_steps=s.local_steps,
+                            transition=-1 if s.transition is None else int(s.transition), lr=s.lr,
+                            epsilon_cap=self.epsilon_cap, hidden=s.hidden, dataset=s.dataset,
+                            min_expected_batch=s.min_expected_batch, grad_sample_mode=s.grad_sample_mode,
+                            run_key=s.run_key, round=int(round_))
 
-    def record_clients(self, round_: int, eps_by_pid: dict[int, float]) -> None:
-        """Store the ε each client reported after ``round_`` and check it against the budgets.
+    def register(self, reports: dict[str, dict]) -> dict[str, Schedule]:
+        """Solve every client's schedule from what it reported (``num-examples``, ``epsilon``,
+        ``delta``, ``saving-factor``) and fix the ``dpfedavg`` cap ``min_n ε_n``.
 
         Raises:
-            RuntimeError: a client is missing or reported more than its budget.
+            BudgetInfeasibleError: a client's budget fails the ``q·m_n`` guard (before any training).
+            ValueError: no reports, or a malformed one.
         """
-        missing = set(range(self.spec.num_clients)) - set(eps_by_pid)
-        if missing:
-            raise RuntimeError(f"round {round_}: no reply from clients {sorted(missing)}")
-        for pid, e in eps_by_pid.items():
-            if e > self.spec.epsilons[pid] + EPS_TOL:
-                raise RuntimeError(f"client {pid} reports eps={e} > budget {self.spec.epsilons[pid]}")
-        self.client_eps[round_] = dict(eps_by_pid)
+        if not reports:
+            raise ValueError("no client answered the query")
+        for lab, r in reports.items():
+            for k in ("num-examples", "epsilon", "delta", "saving-factor"):
+                if k not in r:
+                    raise ValueError(f"client {lab}: report lacks {k!r}")
+        labels = sorted(reports, key=lambda x: (len(x), x))
+        budgets = [ClientBudget(float(reports[x]["epsilon"]), float(reports[x]["delta"]),
+                                int(reports[x]["num-examples"])) for x in labels]
+        method = _server_method(self.spec.method)
+        plan_method = "ta-uniform" if method == "ta" else method
+        scheds = plan_federation(budgets, plan_method, self.spec.sigma, self.spec.rounds, self.spec.local_steps,
+                                 self.spec.transition, [float(reports[x]["saving-factor"]) for x in labels],
+                                 self.spec.min_expected_batch, order=self.spec.order)
+        self.reports = {x: dict(reports[x]) for x in labels}
+        self.schedules = dict(zip(labels, scheds))
+        self.epsilon_cap = min(b.epsilon for b in budgets) if method == "dpfedavg" else 0.0
+        (self.out / "schedule.json").write_text(json.dumps(
+            {x: {"report": self.reports[x], **s.to_dict()} for x, s in self.schedules.items()}) + "\n")
+        return self.schedules
+
+    def record_round(self, round_: int, replies: dict[str, dict], missing: dict[str, str]) -> None:
+        """Store what each client reported after ``round_`` and who missed it.
+
+        Raises:
+            RuntimeError: a client reports more than its budget.
+        """
+        for lab, met in replies.items():
+            e = float(met["epsilon-spent"])
+            budget = float(self.reports.get(lab, {}).get("epsilon", math.inf))
+            if e > budget + EPS_TOL:
+                raise RuntimeError(f"client {lab} reports eps={e} > its budget {budget}")
+            self.client_eps[lab] = e
+            self.noise[lab] = "secure" if int(met.get("noise-secure", 1)) else "insecure-seed"
+        for lab, why in missing.items():
+            self.missed.setdefault(lab, []).append(int(round_))
+            self.miss_reasons.setdefault(lab, {})[int(round_)] = why
+            log.warning("round %d: client %s missed the round (%s)", round_, lab, why)
+        self._round_replies = {lab: float(m["epsilon-spent"]) for lab, m in replies.items()}
+        self._round_missing = dict(missing)
 
     def end_round(self, round_: int, state_dict: dict) -> dict:
-        """Evaluate ``θ^t`` on the test set, checkpoint it, append to ``metrics.jsonl``."""
+        """Evaluate ``θ^t`` on the validation and test splits, checkpoint it, append ``metrics.jsonl``."""
         self.model.load_state_dict(state_dict)
         ev = evaluate(self.model, self.x_test, self.y_test)
-        row = {"round": round_, "accuracy": ev["accuracy"], "loss": ev["loss"], "time": time.time(),
-               "client_epsilon": {str(k): v for k, v in sorted(self.client_eps.get(round_, {}).items())}}
+        va = evaluate(self.model, self.x_val, self.y_val) if len(self.y_val) else {"accuracy": math.nan}
+        row = {"round": round_, "accuracy": ev["accuracy"], "loss": ev["loss"], "val_accuracy": va["accuracy"],
+               "time": time.time(), "client_epsilon": dict(sorted(getattr(self, "_round_replies", {}).items())),
+               "missed": dict(sorted(getattr(self, "_round_missing", {}).items()))}
+        self._round_replies, self._round_missing = {}, {}
         self.history.append(row)
         ck = self.out / "checkpoints" / f"round_{round_:03d}.pt"
         ck.parent.mkdir(exist_ok=True)
-        torch.save({"state_dict": self.model.state_dict(), "round": round_}, ck)
-        with open(self.out / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        torch.save({"state_dict": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+                    "round": round_}, ck)
+        append_jsonl(self.out / "metrics.jsonl", [row], fsync=False)
         return row
 
     def finish(self) -> dict:
-        """Write and return ``result.json``: final accuracy, per-client spent ε, budgets."""
-        last = self.history[-1] if self.history else {"accuracy": math.nan, "client_epsilon": {}}
-        eps = [last["client_epsilon"].get(str(i), math.nan) for i in range(self.spec.num_clients)]
+        """Write and return ``result.json``."""
+        last = self.history[-1] if self.history else {"accuracy": math.nan, "val_accuracy": math.nan}
+        labels = list(self.schedules) or sorted(self.client_eps, key=lambda x: (len(x), x))
+        insecure = sorted(lab for lab, k in self.noise.items() if k != "secure")
+        warnings = []
+        if insecure:
+            warnings.append(f"clients {insecure} used insecure-seed noise: anyone who knows the seed can replay their "
+                            "noise (simulations and tests only)")
         res = {
-            "method": self.spec.method, "seed": self.spec.seed, "run_key": self.spec.run_key,
-            "final_accuracy": last["accuracy"], "accuracy_per_round": [h["accuracy"] for h in self.history],
-            "epsilon_spent": eps, "epsilon_budget": list(self.spec.epsilons),
-            "epsilon_planned": [float(s.epsilon_per_round()[-1]) for s in self.schedules],
-            "rates": self.rates.tolist(),
+            "method": self.spec.method, "seed": self.spec.seed, "run_key": self.spec.run_key, "lr": self.spec.lr,
+            "dataset": self.spec.dataset, "rounds": self.spec.rounds,
+            "final_accuracy": last["accuracy"], "final_val_accuracy": last.get("val_accuracy", math.nan),
+            "accuracy_per_round": [h["accuracy"] for h in self.history],
+            "val_accuracy_per_round": [h.get("val_accuracy", math.nan) for h in self.history],
+            "clients": labels,
+            "epsilon_spent": [self.client_eps.get(lab, 0.0) for lab in labels],
+            "epsilon_budget": [float(self.reports[lab]["epsilon"]) if lab in self.reports else math.nan
+                               for lab in labels],
+            "epsilon_planned": [float(self.schedules[lab].epsilon_per_round()[-1]) if lab in self.schedules
+                                else math.nan for lab in labels],
+            "rates": [self.schedules[lab].rates.tolist() for lab in labels if lab in self.schedules],
+            "transition": [self.schedules[lab].transition for lab in labels if lab in self.schedules],
+            "missed_rounds": {lab: self.missed[lab] for lab in labels if lab in self.missed},
+            "miss_reasons": {lab: {str(t): r for t, r in self.miss_reasons[lab].items()} for lab in labels
+                             if lab in self.miss_reasons},
+            "noise": {lab: self.noise.get(lab, "?") for lab in labels},
+            "insecure_seed": bool(insecure),
+            "warnings": warnings,
             "rounds_per_second": _rps([h["time"] for h in self.history if "time" in h]),
         }
         (self.out / "result.json").write_text(json.dumps(res, indent=2) + "\n")
+        for w in warnings:
+            log.warning("%s: %s", self.spec.run_key, w)
         return res
+
+
+def plan(spec: FederationSpec) -> list[Schedule]:
+    """Solve every client's schedule of a *simulated* federation before anything starts (its nodes'
+    reports, computed here), so infeasible budgets fail before Flower/Ray start.
+
+    Raises:
+        BudgetInfeasibleError: some node's budget fails the ``q·m_n`` guard.
+    """
+    nodes = simulated_nodes(spec)
+    data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path, spec.val_fraction)
+    budgets = [ClientBudget(n.epsilon, n.delta, m) for n, m in zip(nodes, data.sizes)]
+    method = _server_method(spec.method)
+    return plan_federation(budgets, "ta-uniform" if method == "ta" else method, spec.sigma, spec.rounds,
+                           spec.local_steps, spec.transition, [n.saving_factor for n in nodes],
+                           spec.min_expected_batch, order=spec.order)
+
+
+def run_inprocess(spec: FederationSpec) -> dict:
+    """Run one simulated federation in this process: query, ``T`` rounds of client training and
+    FedAvg, with the same client (:mod:`~iclr25.ta_dpfl.client`) and server (:class:`ServerState`)
+    logic as the Flower apps. Missed rounds (``skip_rounds``, refusals) are recorded and tolerated.
+
+    Returns:
+        ``result.json``'s dict.
+
+    Raises:
+        BudgetInfeasibleError: before training.
+    """
+    from iclr25.core.progress import progress
+
+    nodes = simulated_nodes(spec)
+    state = ServerState(spec)
+    labels = [str(n.partition_id) for n in nodes]
+    reports = {lab: client_report(n, state.public_config(0)) for lab, n in zip(labels, nodes)}
+    state.register(reports)
+    if state.remaining_rounds <= 0:
+        return state.finish()
+    cstate = {lab: ClientState.load(n, spec.run_key) or ClientState() for lab, n in zip(labels, nodes)}
+    global_sd = {k: v.detach().cpu() for k, v in state.model.state_dict().items()}
+    bar = progress(range(state.start_round + 1, spec.rounds + 1), desc=spec.run_key, unit="round",
+                   quiet=None if spec.progress else True)
+    for t in bar:
+        pub = state.public_config(t)
+        sds, ms, replies, missing = [], [], {}, {}
+        for lab, node in zip(labels, nodes):
+            try:
+                sd, met, cstate[lab] = client_train(node, pub, cstate[lab], global_sd)
+            except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
+                missing[lab] = f"{type(e).__name__}: {e}"
+                continue
+            sds.append(sd)
+            ms.append(int(met["num-examples"]))
+            replies[lab] = met
+        state.record_round(t, replies, missing)
+        if sds:
+            global_sd = fedavg(sds, ms)
+        row = state.end_round(t, global_sd)
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(acc=f"{row['accuracy']:.4f}")
+    return state.finish()

@@ -1,124 +1,174 @@
-"""Everything that touches Flower's API (it moves between releases): the strategy, the
-``ClientApp`` / ``ServerApp`` pair for ``flwr run``, and the simulation driver.
+"""Everything that touches Flower's API (it moves between releases): the ``ClientApp`` /
+``ServerApp`` pair for ``flwr run`` (simulation or the deployment engine) and the simulation driver.
 
-- :class:`TimeAdaptiveFedAvg`: Flower's message-API ``FedAvg`` whose ``configure_train`` sends the
-  round's public rate schedule (each client reads its own ``q_{n,t}``) and whose
-  ``aggregate_train`` collects each client's spent ``ε`` and refuses failed rounds.
-- ``client_app``: Opacus DP-SGD client; its accountant history lives in Flower's per-node
-  ``context.state`` (rebuilt from the public schedule if the node restarts).
-- ``server_app``: reads ``[tool.flwr.app.config]`` (``flwr run``) or specs handed over by
-  :func:`simulate` and runs them one after the other on the same Grid.
-- :func:`simulate`: Flower's simulation engine (``flwr.simulation.run_simulation``, Ray backend).
+- ``client_app``: a SuperNode's client. Its budget ``(ε_n, δ)``, saving factor and data partition
+  come from the node's own ``node_config`` (``flower-supernode --node-config "partition-id=0
+  num-partitions=3 epsilon=1 delta=1e-5 saving-factor=0.25"``); it answers the server's *query*
+  with its sample count and budget group (:func:`~iclr25.ta_dpfl.client.client_report`) and trains
+  with :func:`~iclr25.ta_dpfl.client.client_train`. Its accountant lives in Flower's per-node
+  ``context.state`` (and in ``state-dir`` when the node config has one).
+- ``server_app``: queries the connected nodes, solves the schedules from their reports
+  (:class:`~iclr25.ta_dpfl.federation.ServerState`), runs ``T`` rounds of FedAvg over the replies
+  it gets (a node that errs, refuses or times out is recorded as missing the round), writes
+  ``metrics.jsonl`` / checkpoints / ``result.json``.
+- :func:`simulate`: Flower's simulation engine (``flwr.simulation.run_simulation``, Ray backend);
+  the simulated SuperNodes' ``node_config`` is built from a :class:`FederationSpec`
+  (:func:`~iclr25.ta_dpfl.federation.simulated_nodes`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
-from collections.abc import Iterable
 
-import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
 
+from .client import ClientState, ClientUnavailable, NodeConfig, PublicConfig, client_report, client_train
 from .config import FederationSpec, group_budgets
-from .federation import ServerState, client_round, plan
+from .dp_sgd import PrivacyBudgetExceeded
+from .federation import ServerState, fedavg, plan, simulated_nodes
+from .schedule import BudgetInfeasibleError
 
-__all__ = ["TimeAdaptiveFedAvg", "client_app", "server_app", "make_server_app", "run_spec", "simulate",
+__all__ = ["client_app", "server_app", "make_client_app", "make_server_app", "run_spec", "simulate",
            "spec_from_run_config"]
 
 log = logging.getLogger("iclr25.ta_dpfl")
 
 
-class TimeAdaptiveFedAvg(FedAvg):
-    """FedAvg (weights ``m_n / Σ m``, full participation) with per-client, per-round sampling rates.
-
-    Args:
-        state: the run's :class:`~iclr25.ta_dpfl.federation.ServerState` (schedules, budgets).
-        progress: a tqdm bar advanced once per round (or ``None``).
-    """
-
-    def __init__(self, state: ServerState, progress=None):
-        n = state.spec.num_clients
-        super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n, min_available_nodes=n,
-                         min_evaluate_nodes=0)
-        self.state = state
-        self.progress = progress
-
-    def _round(self, server_round: int) -> int:
-        return server_round + self.state.start_round
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        t = self._round(server_round)
-        cfg = ConfigRecord(dict(config))
-        cfg["round"] = t
-        cfg["rates-matrix"] = [float(v) for v in self.state.rates.reshape(-1)]
-        cfg["num-rounds-total"] = int(self.state.rates.shape[1])
-        cfg["budgets"] = [float(e) for e in self.state.spec.epsilons]
-        return super().configure_train(server_round, arrays, cfg, grid)
-
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
-        replies = list(replies)
-        errors = [m for m in replies if m.has_error()]
-        if errors:
-            raise RuntimeError("client failures in round "
-                               f"{self._round(server_round)}: {[m.error.reason for m in errors]}")
-        eps = {int(m.content["metrics"]["partition-id"]): float(m.content["metrics"]["epsilon-spent"])
-               for m in replies}
-        self.state.record_clients(self._round(server_round), eps)
-        return super().aggregate_train(server_round, replies)
-
-
 # ---------------------------------------------------------------------------------------- client
-client_app = ClientApp()
+def _state_key(run_key: str) -> str:
+    return f"acct:{run_key}"
 
 
-@client_app.train()
-def _train(msg: Message, context: Context) -> Message:
-    cfg = dict(msg.content["config"])
-    pid = int(context.node_config["partition-id"])
-    t = int(cfg["round"])
-    n = int(cfg["num_clients"])
-    rates = np.asarray(cfg["rates-matrix"], dtype=float).reshape(n, int(cfg["num-rounds-total"]))
-    key = f"acct:{cfg['run_key']}"
-    booked = list(context.state[key]["rates"]) if key in context.state else None
-    res = client_round(partition_id=pid, state_dict=msg.content["arrays"].to_torch_state_dict(), round_=t,
-                       rates_matrix=rates, budget=float(cfg["budgets"][pid]), booked_rates=booked, cfg=cfg)
-    context.state[key] = ConfigRecord({"rates": res.history})
-    metrics = MetricRecord({"num-examples": res.num_examples, "partition-id": pid,
-                            "epsilon-spent": res.epsilon_spent, "sample-rate": res.sample_rate,
-                            "train-loss": 0.0 if np.isnan(res.loss) else res.loss, "mean-batch": res.mean_batch})
-    return Message(content=RecordDict({"arrays": ArrayRecord(res.state_dict), "metrics": metrics}), reply_to=msg)
+def _load_state(context: Context, node: NodeConfig, run_key: str) -> ClientState:
+    key = _state_key(run_key)
+    if key in context.state:
+        rec = context.state[key]
+        return ClientState([int(r) for r in rec["rounds"]], [float(q) for q in rec["rates"]])
+    return ClientState.load(node, run_key) or ClientState()
+
+
+def _refusal(msg: Message, e: Exception) -> Message:
+    return Message(content=RecordDict({"status": ConfigRecord({"error": f"{type(e).__name__}: {e}"})}), reply_to=msg)
+
+
+def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> ClientApp:
+    """A ``ClientApp`` whose node configuration is the SuperNode's ``node_config`` (deployment) or,
+    for a simulation, ``nodes[run_key][partition-id]`` (the simulated SuperNodes' own
+    configurations; a simulation may run several methods, whose saving factors differ)."""
+    app = ClientApp()
+
+    def node_of(context: Context, public: PublicConfig) -> NodeConfig:
+        if nodes is not None:
+            return nodes[public.run_key][int(context.node_config["partition-id"])]
+        return NodeConfig.from_mapping(dict(context.node_config))
+
+    @app.query()
+    def _query(msg: Message, context: Context) -> Message:
+        public = PublicConfig.from_record(dict(msg.content["config"]))
+        node = node_of(context, public)
+        try:
+            rep = client_report(node, public)
+        except BudgetInfeasibleError as e:
+            return _refusal(msg, e)
+        return Message(content=RecordDict({"report": MetricRecord(rep)}), reply_to=msg)
+
+    @app.train()
+    def _train(msg: Message, context: Context) -> Message:
+        public = PublicConfig.from_record(dict(msg.content["config"]))
+        node = node_of(context, public)
+        state = _load_state(context, node, public.run_key)
+        try:
+            sd, met, new = client_train(node, public, state, msg.content["arrays"].to_torch_state_dict())
+        except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
+            return _refusal(msg, e)
+        context.state[_state_key(public.run_key)] = ConfigRecord({"rounds": new.rounds, "rates": new.rates})
+        return Message(content=RecordDict({"arrays": ArrayRecord(sd), "metrics": MetricRecord(met)}), reply_to=msg)
+
+    return app
+
+
+client_app = make_client_app()
 
 
 # ---------------------------------------------------------------------------------------- server
-def run_spec(grid: Grid, spec: FederationSpec) -> dict:
-    """Run one federation on ``grid`` with Flower's strategy loop; returns ``result.json``'s dict."""
-    from tqdm.auto import tqdm
+def _exchange(grid: Grid, node_ids: list[int], message_type: str, content_of, timeout: float
+              ) -> tuple[dict[int, RecordDict], dict[int, str]]:
+    msgs = [Message(content=content_of(nid), dst_node_id=nid, message_type=message_type) for nid in node_ids]
+    replies = list(grid.send_and_receive(msgs, timeout=timeout))
+    ok, bad = {}, {}
+    for m in replies:
+        src = m.metadata.src_node_id
+        if m.has_error():
+            bad[src] = f"error: {m.error.reason}"
+        elif "status" in m.content:
+            bad[src] = str(m.content["status"]["error"])
+        else:
+            ok[src] = m.content
+    for nid in node_ids:
+        if nid not in ok and nid not in bad:
+            bad[nid] = f"no reply within {timeout:g} s"
+    return ok, bad
+
+
+def _wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
+    t0 = time.monotonic()
+    while True:
+        ids = sorted(grid.get_node_ids())
+        if len(ids) >= n:
+            return ids
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"only {len(ids)} of {n} SuperNodes connected within {timeout:g} s")
+        time.sleep(0.5)
+
+
+def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, round_timeout: float = 600.0
+             ) -> dict:
+    """Run one federation on ``grid``: query the nodes, solve their schedules from the reports,
+    ``T`` rounds of training and FedAvg over the replies. Returns ``result.json``'s dict.
+
+    Args:
+        spec: the run's public hyperparameters (its budget fields are not read: nodes report theirs).
+        min_nodes: wait until this many nodes are connected (default ``spec.num_clients``).
+        round_timeout: seconds a round waits for replies; a node that does not answer misses it.
+
+    Raises:
+        RuntimeError: too few nodes connected; no node answered the query.
+        BudgetInfeasibleError: a reported budget fails the ``q·m_n`` guard (before any training).
+    """
+    from iclr25.core.progress import progress
 
     state = ServerState(spec)
+    node_ids = _wait_for_nodes(grid, spec.num_clients if min_nodes is None else min_nodes, round_timeout)
+    pub0 = state.public_config(0)
+    ok, bad = _exchange(grid, node_ids, "query", lambda _: RecordDict({"config": ConfigRecord(pub0.to_record())}),
+                        round_timeout)
+    if bad:
+        log.warning("query: nodes did not report: %s", bad)
+    reports = {str(int(c["report"]["partition-id"])): dict(c["report"]) for c in ok.values()}
+    label_of = {nid: str(int(c["report"]["partition-id"])) for nid, c in ok.items()}
+    state.register(reports)
     if state.remaining_rounds <= 0:
         return state.finish()
-    bar = tqdm(total=spec.rounds, initial=state.start_round, desc=f"{spec.run_key}", disable=not spec.progress,
-               leave=False)
-    strategy = TimeAdaptiveFedAvg(state, bar)
-
-    def evaluate_fn(server_round: int, arrays: ArrayRecord):
-        if server_round == 0:
-            return None
-        row = state.end_round(state.start_round + server_round, arrays.to_torch_state_dict())
-        bar.update(1)
-        bar.set_postfix(acc=f"{row['accuracy']:.4f}")
-        return MetricRecord({"accuracy": row["accuracy"], "loss": row["loss"]})
-
-    strategy.start(grid=grid, initial_arrays=ArrayRecord(state.model.state_dict()),
-                   num_rounds=state.remaining_rounds, train_config=ConfigRecord(state.client_config()),
-                   evaluate_fn=evaluate_fn)
-    bar.close()
+    arrays = ArrayRecord(state.model.state_dict())
+    bar = progress(range(state.start_round + 1, spec.rounds + 1), desc=spec.run_key, unit="round",
+                   quiet=None if spec.progress else True)
+    for t in bar:
+        rec = ConfigRecord(state.public_config(t).to_record())
+        ok, bad = _exchange(grid, list(label_of), "train", lambda _: RecordDict({"arrays": arrays, "config": rec}),
+                            round_timeout)
+        replies = {label_of[nid]: dict(c["metrics"]) for nid, c in ok.items()}
+        state.record_round(t, replies, {label_of[nid]: why for nid, why in bad.items()})
+        if ok:
+            sds = [c["arrays"].to_torch_state_dict() for c in ok.values()]
+            arrays = ArrayRecord(fedavg(sds, [int(c["metrics"]["num-examples"]) for c in ok.values()]))
+        row = state.end_round(t, arrays.to_torch_state_dict())
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(acc=f"{row['accuracy']:.4f}")
     return state.finish()
 
 
@@ -131,24 +181,25 @@ def _floats(v) -> list[float]:
 
 
 def spec_from_run_config(rc: dict) -> FederationSpec:
-    """Build a :class:`FederationSpec` from Flower's run config (``[tool.flwr.app.config]``):
-    scalar keys; ``epsilons`` / ``rhos`` are comma-separated group values spread over
-    ``num-clients`` clients."""
-    n = int(rc.get("num-clients", 12))
-    eps = group_budgets(_floats(rc.get("epsilons", "1,2,4")), n)
-    rho_groups = _floats(rc.get("rhos", "0.25,0.5,1.0"))
-    rhos = group_budgets(rho_groups, n)
+    """Build a :class:`FederationSpec` from Flower's run config (``[tool.flwr.app.config]``).
+
+    Only public hyperparameters are read; ``num-clients`` is how many nodes the server waits for.
+    The spec's budgets are placeholders (``ε = 1`` per node): on the deployment engine each node
+    reports its own budget from its ``node_config``.
+    """
+    n = int(rc.get("num-clients", 3))
     transition = int(rc.get("transition", -1))
     return FederationSpec(
-        method=str(rc.get("method", "ta")), epsilons=eps, rhos=rhos, delta=float(rc.get("delta", 1e-5)),
+        method=str(rc.get("method", "ta")), epsilons=group_budgets([1.0], n), rhos=group_budgets([1.0], n),
         sigma=float(rc.get("sigma", 1.5)), max_grad_norm=float(rc.get("max-grad-norm", 1.0)),
         rounds=int(rc.get("num-server-rounds", 30)), local_steps=int(rc.get("local-steps", 4)),
         transition=None if transition < 0 else transition, lr=float(rc.get("lr", 2.0)),
         hidden=int(rc.get("hidden", 64)), dataset=str(rc.get("dataset", "adult")),
-        csv_path=str(rc.get("csv-path", "")) or None, split_seed=int(rc.get("split-seed", 0)),
-        seed=int(rc.get("seed", 0)), grad_sample_mode=str(rc.get("grad-sample-mode", "ghost")),
-        out_dir=str(rc.get("out-dir", "runs/ta-dpfl")), run_key=str(rc.get("run-key", "run")),
-        resume=bool(rc.get("resume", False)),
+        split_seed=int(rc.get("split-seed", 0)), val_fraction=float(rc.get("val-fraction", 0.1)),
+        seed=int(rc.get("seed", 0)), min_expected_batch=float(rc.get("min-expected-batch", 20.0)),
+        grad_sample_mode=str(rc.get("grad-sample-mode", "ghost")),
+        out_dir=str(rc.get("out-dir", "runs/ta-dpfl/flwr")), run_key=str(rc.get("run-key", "run")),
+        resume=bool(rc.get("resume", False)), progress=False,
     )
 
 
@@ -159,11 +210,16 @@ def make_server_app(specs: list[FederationSpec] | None = None, sink: dict | None
 
     @app.main()
     def _main(grid: Grid, context: Context) -> None:
-        todo = specs if specs is not None else [spec_from_run_config(dict(context.run_config))]
+        rc = dict(context.run_config)
+        todo = specs if specs is not None else [spec_from_run_config(rc)]
+        timeout = float(rc.get("round-timeout", 600.0))
         out = []
         try:
             for spec in todo:
-                out.append(run_spec(grid, spec))
+                res = run_spec(grid, spec, round_timeout=timeout)
+                log.warning("%s: final accuracy %.4f, eps spent %s of budgets %s", spec.run_key,
+                            res["final_accuracy"], res["epsilon_spent"], res["epsilon_budget"])
+                out.append(res)
         except BaseException as e:  # noqa: BLE001 - handed back to the caller of simulate()
             if sink is not None:
                 sink["error"] = e
@@ -191,21 +247,26 @@ def _shutdown_ray() -> None:
 
 def simulate(specs: list[FederationSpec], num_cpus: int = 2, verbose: bool = False) -> list[dict]:
     """Run ``specs`` (same number of clients) in ONE Flower simulation (Ray backend, one ClientApp
-    actor per CPU); Ray starts once for all of them.
+    actor per CPU); Ray starts once for all of them. Each simulated SuperNode's configuration is
+    :func:`~iclr25.ta_dpfl.federation.simulated_nodes` of the spec being run.
 
     Returns:
         One ``result.json`` dict per spec.
 
     Raises:
-        ValueError: specs with different numbers of clients.
-        RuntimeError / the server's exception: a run failed (e.g. a client refused to overspend).
+        ValueError: specs with different numbers of clients or repeated run keys.
+        BudgetInfeasibleError: before Ray starts.
+        RuntimeError / the server's exception: a run failed.
     """
     from flwr.simulation import run_simulation
 
     if len({s.num_clients for s in specs}) != 1:
         raise ValueError("all specs of one simulation must have the same number of clients")
+    if len({s.run_key for s in specs}) != len(specs):
+        raise ValueError("the specs of one simulation need distinct run keys")
     for s in specs:  # plan first: infeasible budgets fail here, before Ray starts
         plan(s)
+    by_run = {s.run_key: {n.partition_id: n for n in simulated_nodes(s)} for s in specs}
     sink: dict = {}
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.ERROR)
@@ -215,7 +276,7 @@ def simulate(specs: list[FederationSpec], num_cpus: int = 2, verbose: bool = Fal
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run_simulation(server_app=make_server_app(specs, sink), client_app=client_app,
+            run_simulation(server_app=make_server_app(specs, sink), client_app=make_client_app(by_run),
                            num_supernodes=specs[0].num_clients, backend_config=backend, verbose_logging=verbose)
     finally:
         _shutdown_ray()

@@ -9,6 +9,10 @@ steps:
 3. spending rate ``q_spe``: the largest ``q`` such that the whole schedule spends at most ``ε_n``
    (the client spends, from round ``τ_n + 1`` on, what it saved; "spend-as-you-go", Algorithm 1).
 
+A client that misses rounds re-solves the rest of its schedule from what its accountant actually
+booked (:func:`rate_for_round`): the saving rate stays, the spending (or uniform) rate becomes the
+largest one that keeps the whole history within ``ε_n`` — it can never overspend.
+
 Every rate is solved by bracketing on the RDP→DP ``ε`` (increasing in ``q``) and the returned rate
 is always on the feasible side: ``epsilon_spent(schedule) <= ε_n`` exactly, never above.
 """
@@ -36,11 +40,16 @@ __all__ = [
     "smallest_feasible_sigma",
     "largest_feasible_rounds",
     "check_min_batch",
+    "rate_for_round",
     "METHODS",
+    "ORDERS",
     "plan_federation",
 ]
 
-METHODS = ("dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform")
+METHODS = ("dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first")
+#: ``save-first``: the paper's schedule (save in rounds 1..τ, then spend); ``spend-first``: the same
+#: multiset of rates in the opposite time order (a mechanism probe: identical privacy cost)
+ORDERS = ("save-first", "spend-first")
 
 
 class BudgetInfeasibleError(ValueError):
@@ -86,9 +95,10 @@ class Schedule:
         local_steps: DP-SGD steps per round ``K``.
         epsilon: the client's budget ``ε_n``.
         delta: ``δ``.
-        transition: ``τ`` (last saving round; ``0`` for a uniform schedule).
+        transition: ``τ``, the number of saving rounds (``0`` for a uniform schedule).
         rho: saving factor ``ρ``.
         q_uniform, q_saving, q_spending: the three solved rates.
+        order: ``"save-first"`` (rounds ``1..τ`` save) or ``"spend-first"`` (the last ``τ`` rounds save).
     """
 
     rates: np.ndarray
@@ -102,10 +112,24 @@ class Schedule:
     q_saving: float = float("nan")
     q_spending: float = float("nan")
     orders: tuple[float, ...] = field(default=DEFAULT_ORDERS, repr=False)
+    order: str = "save-first"
 
     @property
     def rounds(self) -> int:
         return len(self.rates)
+
+    @property
+    def free(self) -> np.ndarray:
+        """``bool (T,)``: rounds whose rate is re-solved after missed rounds (spending rounds; every
+        round of a uniform schedule). Saving rounds keep ``q_sav``."""
+        if self.transition == 0:
+            return np.ones(self.rounds, dtype=bool)
+        saving = np.zeros(self.rounds, dtype=bool)
+        if self.order == "save-first":
+            saving[: self.transition] = True
+        else:
+            saving[self.rounds - self.transition:] = True
+        return ~saving
 
     def history(self, upto: int | None = None) -> list[tuple[float, float, int]]:
         """Opacus-style history ``[(σ, q_t, K), ...]`` for rounds ``1..upto`` (all by default)."""
@@ -128,6 +152,7 @@ class Schedule:
             "q_uniform": self.q_uniform,
             "q_saving": self.q_saving,
             "q_spending": self.q_spending,
+            "order": self.order,
         }
 
 
@@ -195,9 +220,35 @@ def largest_feasible_rounds(epsilon: float, delta: float, sigma: float, local_st
     return lo
 
 
+def _min_expected_batch_of(schedule: Schedule, num_examples: int) -> float:
+    return float(schedule.rates.min()) * num_examples
+
+
+def _feasible_at(schedule: Schedule, num_examples: int, min_expected_batch: float, *, sigma: float | None = None,
+                 rounds: int | None = None) -> bool:
+    """Whether the schedule re-solved with another ``σ`` or ``T`` meets the expected-batch guard."""
+    t = schedule.rounds if rounds is None else rounds
+    if t < 1:
+        return False
+    tau = schedule.transition if schedule.transition < t else t // 2
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = make_schedule(schedule.epsilon, schedule.delta, schedule.sigma if sigma is None else sigma, t,
+                              schedule.local_steps, tau if schedule.transition else 0, schedule.rho,
+                              schedule.orders, order=schedule.order)
+    except BudgetInfeasibleError:
+        return False
+    return _min_expected_batch_of(s, num_examples) >= min_expected_batch
+
+
 def check_min_batch(schedule: Schedule, num_examples: int, min_expected_batch: float) -> None:
     """Error before training when a schedule's smallest rate gives expected batches ``q·m_n`` below
-    ``min_expected_batch`` — the budget cannot be met at a usable batch size with this ``σ`` and ``T``.
+    ``min_expected_batch`` (the spec's guard ``q·m_n >= 20``): the budget cannot be met at a usable
+    batch size with this ``σ`` and ``T``.
+
+    The suggested ``σ`` is rounded **up** (4 decimals) and the suggested number of rounds down, and
+    both are re-checked by solving the schedule again with them: the suggestion is feasible.
 
     Raises:
         BudgetInfeasibleError: naming the smallest feasible ``σ`` (same ``T``) and the largest
@@ -205,9 +256,9 @@ def check_min_batch(schedule: Schedule, num_examples: int, min_expected_batch: f
     """
     if min_expected_batch <= 0:
         return
-    q_min = float(schedule.rates.min())
-    if q_min * num_examples >= min_expected_batch:
+    if _min_expected_batch_of(schedule, num_examples) >= min_expected_batch:
         return
+    q_min = float(schedule.rates.min())
     rho = schedule.rho if schedule.transition else 1.0
     q_req = min_expected_batch / num_examples / rho  # uniform rate needed so that rho*q_uni*m >= min
     steps = schedule.rounds * schedule.local_steps
@@ -217,13 +268,23 @@ def check_min_batch(schedule: Schedule, num_examples: int, min_expected_batch: f
             f"(needs q={q_req:.3g} > 1); lower min_expected_batch or give the client more data"
         )
     s_min = smallest_feasible_sigma(schedule.epsilon, schedule.delta, steps, q_req, schedule.orders)
+    s_sug = math.ceil(s_min * 1e4) / 1e4 if math.isfinite(s_min) else math.inf
+    tries = 0
+    while math.isfinite(s_sug) and not _feasible_at(schedule, num_examples, min_expected_batch, sigma=s_sug):
+        tries += 1  # rounding / the solver's feasible side can leave the guard a hair short
+        s_sug = math.ceil(s_sug * (1.0 + 1e-4 * 2 ** min(tries, 30)) * 1e4) / 1e4
+        if tries > 60:
+            s_sug = math.inf
     t_max = largest_feasible_rounds(schedule.epsilon, schedule.delta, schedule.sigma, schedule.local_steps,
                                     q_req, schedule.orders)
+    while t_max > 0 and not _feasible_at(schedule, num_examples, min_expected_batch, rounds=t_max):
+        t_max -= 1
+    sigma_txt = f"{s_sug:.4f}" if math.isfinite(s_sug) else "none found"
     raise BudgetInfeasibleError(
         f"budget eps={schedule.epsilon:g} (delta={schedule.delta:g}) cannot be met with sigma={schedule.sigma:g}, "
         f"rounds={schedule.rounds}, local_steps={schedule.local_steps} at an expected batch >= "
         f"{min_expected_batch:g} (client with m={num_examples}, rho={rho:g} would get q*m="
-        f"{q_min * num_examples:.2f}). Smallest feasible sigma: {s_min:.4f}; largest feasible rounds: {t_max}."
+        f"{q_min * num_examples:.2f}). Smallest feasible sigma: {sigma_txt}; largest feasible rounds: {t_max}."
     )
 
 
@@ -305,6 +366,8 @@ def make_schedule(
     transition: int | None = None,
     rho: float = 1.0,
     orders: Sequence[float] = DEFAULT_ORDERS,
+    *,
+    order: str = "save-first",
 ) -> Schedule:
     """One client's time-adaptive schedule (Algorithm 1, spend-as-you-go).
 
@@ -315,6 +378,8 @@ def make_schedule(
         local_steps: ``K`` DP-SGD steps per round.
         transition: ``τ``: rounds ``1..τ`` save, ``τ+1..T`` spend; default ``⌊T/2⌋``.
         rho: saving factor ``ρ ∈ (0, 1]``; ``ρ = 1`` gives the uniform (IDP-FedAvg) schedule.
+        order: ``"save-first"`` (the paper's) or ``"spend-first"``: the same rates in reverse time
+            order, so the same ``ε`` (RDP composition does not depend on the order).
 
     Returns:
         :class:`Schedule` with ``rates`` of shape ``(T,)``; ``q_sav <= q_uni <= q_spe``.
@@ -331,6 +396,11 @@ def make_schedule(
         raise ValueError(f"local_steps must be >= 1, got {local_steps}")
     if not (0 < rho <= 1):
         raise ValueError(f"rho must lie in (0, 1], got {rho}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    for name, v in (("eps", eps), ("delta", delta), ("sigma", sigma)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     tau = rounds // 2 if transition is None else int(transition)
     if not (0 <= tau < rounds):
         raise ValueError(f"transition must lie in [0, rounds), got {tau} with rounds={rounds}")
@@ -344,12 +414,69 @@ def make_schedule(
     if rho == 1.0 or tau == 0:
         rates = np.full(rounds, q_uni)
         return Schedule(rates, float(sigma), int(local_steps), float(eps), float(delta), 0, 1.0,
-                        q_uni, q_uni, q_uni, orders)
+                        q_uni, q_uni, q_uni, orders, "save-first")
     q_sav = rho * q_uni
     q_spe = spend_rate(eps, delta, sigma, q_sav, tau * local_steps, (rounds - tau) * local_steps, orders)
     rates = np.concatenate([np.full(tau, q_sav), np.full(rounds - tau, q_spe)])
+    if order == "spend-first":
+        rates = rates[::-1].copy()
     return Schedule(rates, float(sigma), int(local_steps), float(eps), float(delta), tau, float(rho),
-                    q_uni, q_sav, q_spe, orders)
+                    q_uni, q_sav, q_spe, orders, order)
+
+
+def rate_for_round(schedule: Schedule, ran_rounds: Sequence[int], ran_rates: Sequence[float], round_: int) -> float:
+    """The rate a client uses in round ``t`` given what its accountant booked so far ("as you go").
+
+    With no missed round (``ran_rounds == [1, ..., t-1]`` at the planned rates) this is the planned
+    ``q_t``. After missed rounds the client re-solves: a saving round keeps ``q_sav``; a free round
+    (spending, or any round of a uniform schedule) gets the largest ``q <= 1`` such that the booked
+    history, the remaining saving rounds and all remaining free rounds at ``q`` spend at most ``ε_n``
+    (spec, schedule step 4, "as-you-go" variant). So a client never overspends, and a missed round's
+    budget is spent later instead of lost.
+
+    Args:
+        schedule: the client's planned :class:`Schedule`.
+        ran_rounds: rounds (1-based) the client actually trained in, ascending.
+        ran_rates: the rates it booked in them (same length).
+        round_: ``t``, 1-based, ``<= T``.
+
+    Returns:
+        ``q_t`` in ``[0, 1]`` (``0.0``: nothing left to spend in this round).
+
+    Raises:
+        ValueError: ``t`` outside ``1..T``, a round run twice or not before ``t``, length mismatch.
+    """
+    t, big_t = int(round_), schedule.rounds
+    if not (1 <= t <= big_t):
+        raise ValueError(f"round {t} is outside the schedule's rounds 1..{big_t}")
+    ran_rounds = [int(r) for r in ran_rounds]
+    if len(ran_rounds) != len(ran_rates):
+        raise ValueError(f"{len(ran_rounds)} rounds but {len(ran_rates)} rates booked")
+    if any(b <= a for a, b in zip(ran_rounds, ran_rounds[1:])) or any(r >= t or r < 1 for r in ran_rounds):
+        raise ValueError(f"booked rounds {ran_rounds} must be distinct, ascending and before round {t}")
+    planned = schedule.rates
+    if ran_rounds == list(range(1, t)) and all(float(q) == float(planned[r - 1]) for r, q in zip(ran_rounds, ran_rates)):
+        return float(planned[t - 1])
+    free = schedule.free
+    if not free[t - 1]:
+        return float(planned[t - 1])
+    sig, k, orders = schedule.sigma, schedule.local_steps, schedule.orders
+    base = np.zeros(len(orders))
+    for q in ran_rates:
+        base += k * rdp_per_step(sig, float(q), orders)
+    for s in range(t, big_t):  # later rounds (0-based index s = round s+1)
+        if not free[s]:
+            base += k * rdp_per_step(sig, float(planned[s]), orders)
+    n_free = 1 + int(free[t:].sum())
+
+    def f(q: float) -> float:
+        return epsilon_from_rdp(base + n_free * k * rdp_per_step(sig, q, orders), schedule.delta, orders)
+
+    if f(0.0) > schedule.epsilon:
+        return 0.0
+    if f(1.0) <= schedule.epsilon:
+        return 1.0
+    return _largest_feasible(f, schedule.epsilon)
 
 
 def assign_saving_factors(eps_list: Sequence[float], rhos: Sequence[float], reverse: bool = False) -> list[float]:
@@ -389,7 +516,9 @@ def plan_federation(
     local_steps: int,
     transition: int | None = None,
     rhos: Sequence[float] | None = None,
-    min_expected_batch: float = 5.0,
+    min_expected_batch: float = 20.0,
+    *,
+    order: str = "save-first",
 ) -> list[Schedule]:
     """Schedules for all clients under one method.
 
@@ -402,7 +531,8 @@ def plan_federation(
         sigma, rounds, local_steps, transition: see :func:`make_schedule`.
         rhos: ``N`` saving factors (for the ``ta*`` methods).
         min_expected_batch: error (:func:`check_min_batch`) when a client's smallest expected batch
-            ``q · m_n`` falls below this; needs ``ClientBudget.num_examples``.
+            ``q · m_n`` falls below this (spec: 20); needs ``ClientBudget.num_examples``.
+        order: ``"save-first"`` or ``"spend-first"`` (forced to ``spend-first`` by ``ta-spend-first``).
 
     Returns:
         ``list[Schedule]`` aligned with ``budgets``; every one spends at most its client's ``ε``.
@@ -431,12 +561,14 @@ def plan_federation(
             rho_n = [float(r) for r in rhos]
         else:
             rho_n = assign_saving_factors(eps, rhos, reverse=(method == "ta-reverse"))
+        if method == "ta-spend-first":
+            order = "spend-first"
     cache: dict[tuple, Schedule] = {}
     out = []
     for e, d, r, b in zip(eps, deltas, rho_n, budgets):
         key = (e, d, r)
         if key not in cache:
-            cache[key] = make_schedule(e, d, sigma, rounds, local_steps, transition, r)
+            cache[key] = make_schedule(e, d, sigma, rounds, local_steps, transition, r, order=order)
         s = cache[key]
         if b.num_examples is not None:
             check_min_batch(s, b.num_examples, min_expected_batch)
