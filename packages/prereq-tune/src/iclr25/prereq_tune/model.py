@@ -95,6 +95,7 @@ def pretrain_m0(world: World, spec: M0Spec = M0Spec(), *, cache: str | Path | No
     model, tok, info = pretrain_tiny_lm(texts, spec.tiny_lm_spec(), tokenizer=tok, progress=progress)
     info = {**info, "seconds": time.perf_counter() - t0, "spec": asdict(spec), "n_params": sum(
         p.numel() for p in model.parameters()), "vocab_size": len(tok)}
+    model.zero_grad(set_to_none=True)
     model.config.bos_token_id = tok.bos_token_id
     model.config.eos_token_id = tok.eos_token_id
     model.config.pad_token_id = tok.pad_token_id

@@ -162,6 +162,7 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         torch.manual_seed(1000 * train_seed + 500 + k)
         model = add_skill_adapter(model, name, s.skill_lora)
         skill_names.append(name)
+        hashed_before.update(tensor_hashes(model, include_only=[name]))  # the skill adapter's initial values
 
     # --- SFT_real ---------------------------------------------------------------------------------
     t0 = time.perf_counter()

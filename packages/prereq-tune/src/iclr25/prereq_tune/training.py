@@ -259,6 +259,10 @@ class _Roles:
         self.trained = trained
         self.trainable = [(n, p) for n, p in model.named_parameters() if id(p) in ids]
         self.frozen = [(n, p) for n, p in model.named_parameters() if id(p) not in ids]
+        for _, p in self.frozen:        # stale gradients from earlier work (e.g. pre-training) are not ours
+            p.grad = None
+        for _, p in self.trainable:
+            p.grad = None
 
     def apply(self) -> None:
         """Re-apply requires_grad after an activation: True for the trained adapter only."""
