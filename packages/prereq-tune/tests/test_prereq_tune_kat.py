@@ -138,34 +138,31 @@ def test_eos_label_survives_when_pad_equals_eos(tok):
 
 
 # 5 ------------------------------------------------------------------------------------------------
-def test_routed_step_counts_only_drawn_version_rows(world, tok, base, monkeypatch):
-    """Rows of other versions get labels that would make the loss NaN; a routed step stays finite
-    and its loss equals the CE over the drawn version's rows computed by hand."""
+@pytest.mark.parametrize("sampler", ["routed", "all_versions"])
+def test_routed_step_counts_only_drawn_version_rows(world, tok, base, monkeypatch, sampler):
+    """Every step draws know_v2; version-1 rows get labels outside the vocabulary (cross-entropy on
+    them fails or is NaN). Training stays finite: only version-2 rows count, whether version-1 rows
+    are not forwarded (ours) or forwarded with masked labels (the official sampler)."""
     import iclr25.prereq_tune.training as T
-    from iclr25.prereq_tune import completion_loss
 
     m = _stack(base)
     ex = skill_examples(world, "fictitious", [1, 2])
     rows = encode_completions(tok, ex, TINY_FORMAT, max_length=32)
     v1 = [i for i, e in enumerate(ex) if e.version == 1]
-    # labels outside the vocabulary (id >= V) make cross-entropy fail/NaN; put them on version-1 rows
-    bad = rows.labels.clone()
     for i in v1:
-        bad[i][bad[i] != -100] = 10 ** 6
-    rows.labels = bad
-    seen = []
-    orig = T.completion_loss
-
-    def spy(model, ids, att, lab, **kw):
-        seen.append(lab.clone())
-        return orig(model, ids, att, lab, **kw)
-
-    monkeypatch.setattr(T, "completion_loss", spy)
-    r = train_skill_adapter(m, tok, ex, ["know_v2"], TrainArgs(epochs=1, lr=1e-3, batch_size=4, max_length=32),
-                            multi_version=True, fmt=TINY_FORMAT, quiet=True, encoded=rows)
-    assert r.draws == {"know_v2": r.steps} and all(math.isfinite(x) for x in r.losses)
-    assert all(((lab == -100) | (lab < len(tok))).all() for lab in seen)
-    assert r.rows_forwarded == r.rows_counted == len(ex) // 2
+        rows.labels[i][rows.labels[i] != -100] = 10 ** 6
+    monkeypatch.setattr(T, "_draw", lambda rng, group: next(k for k in group if k.endswith("_v2")))
+    r = train_skill_adapter(m, tok, ex, ["know_v1", "know_v2"], TrainArgs(epochs=1, lr=1e-3, batch_size=4, max_length=32),
+                            multi_version=True, sampler=sampler, fmt=TINY_FORMAT, quiet=True, encoded=rows)
+    assert r.draws == {"know_v1": 0, "know_v2": r.steps} and all(math.isfinite(x) for x in r.losses)
+    assert r.rows_counted == len(ex) // 2
+    assert r.rows_forwarded == (1 if sampler == "routed" else 2) * r.rows_counted
+    # and the poisoned labels do break a step that counts them (the check can fail)
+    monkeypatch.setattr(T, "_draw", lambda rng, group: group[0])
+    with pytest.raises((IndexError, RuntimeError, FloatingPointError)):
+        train_skill_adapter(add_skill_adapter(m, "skill2", SKILL_TINY), tok, ex, ["know_v1", "know_v2"],
+                            TrainArgs(epochs=1, lr=1e-3, batch_size=4, max_length=32), skill="skill2",
+                            multi_version=True, sampler=sampler, fmt=TINY_FORMAT, quiet=True, encoded=rows)
 
 
 def test_routed_loss_equals_hand_ce_on_drawn_rows(world, tok, base):
@@ -184,14 +181,6 @@ def test_routed_loss_equals_hand_ce_on_drawn_rows(world, tok, base):
                                              ignore_index=-100, reduction="sum")
     assert int(n) == 2 * len(v2)
     torch.testing.assert_close(s, hand, atol=1e-4, rtol=1e-5)
-
-
-def test_official_sampler_forwards_all_versions(world, tok, base):
-    m = _stack(base)
-    ex = skill_examples(world, "fictitious", [1, 2])
-    r = train_skill_adapter(m, tok, ex, ["know_v1", "know_v2"], TrainArgs(epochs=1, lr=1e-3, batch_size=5, max_length=32),
-                            multi_version=True, sampler="all_versions", fmt=TINY_FORMAT, quiet=True)
-    assert r.rows_forwarded == 2 * r.rows_counted                # V = 2 rows forwarded per counted row
 
 
 @pytest.mark.parametrize("name,v", [("know_v2", 2), ("lora_fake_statement_3", 3), ("know_statement_v12", 12), ("a_1", 1)])

@@ -281,6 +281,11 @@ class _Roles:
             p.requires_grad_(False)
 
 
+def _draw(rng: np.random.Generator, group: Sequence[str]) -> str:
+    """One knowledge adapter of ``group``, uniformly (spec §1.6 line 6)."""
+    return group[int(rng.integers(len(group)))]
+
+
 def _activate(model: Any, names: Sequence[str], roles: _Roles, where: str) -> None:
     model.base_model.set_adapter(list(names))
     roles.apply()           # PEFT's set_adapter re-enables gradients of every activated adapter
@@ -773,7 +778,7 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
         sel = [items[j] for j in idx.tolist()]
         real = [i for kind, i in sel if kind == "r"]
         group = plan.groups[counter % 2]
-        k_fake = group[int(draw_rng.integers(len(group)))] if (knowledge and group) else None
+        k_fake = _draw(draw_rng, group) if (knowledge and group) else None
         fake: list[int] = []
         masked: list[int] = []
         if routed_mv:
@@ -803,7 +808,7 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
         loss_real_s = None
         if real:
             rg = plan.real_groups[(counter - 1) % 2]
-            k_real = rg[int(draw_rng.integers(len(rg)))] if (knowledge and rg) else None
+            k_real = _draw(draw_rng, rg) if (knowledge and rg) else None
             ids, att, lab = rows.batch(torch.as_tensor(real))
             _activate(model, [k_real, skill] if k_real else [skill], roles, f"skill micro-batch {counter} (real)")
             s, n = completion_loss(model, ids, att, lab)
