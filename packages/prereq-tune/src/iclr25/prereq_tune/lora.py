@@ -127,8 +127,8 @@ SKILL_POPQA_LLAMA3 = LoraSpec(32, 64.0, 0.05, LLAMA_TARGETS, False)
 def _uses_conv1d(model: Any, targets: Sequence[str]) -> bool:
     from transformers.pytorch_utils import Conv1D
 
-    for name, m in model.named_modules():
-        if name.split(".")[-1] in targets and isinstance(m, Conv1D):
+    for name, m in model.named_modules():      # also under a PEFT wrapper (``c_attn.base_layer``)
+        if isinstance(m, Conv1D) and any(t in name.split(".") for t in targets):
             return True
     return False
 
