@@ -1,0 +1,390 @@
+"""Console script ``iclr25-prereq-tune``: ``train-knowledge``, ``train-skill``, ``evaluate``,
+``generate``, ``reproduce``, ``demo``.
+
+Only the config dataclasses are imported at module level (``--help`` loads no torch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from iclr25.core.config import Command, reproduce_command, run_cli
+
+from ._version import __version__
+from .config import (DemoConfig, EvaluateConfig, GenerateConfig, PrereqReproduceConfig, TrainKnowledgeConfig,
+                     TrainSkillConfig)
+
+PROG = "iclr25-prereq-tune"
+SLUG = "prereq-tune"
+DESCRIPTION = (f"Prereq-Tune (ICLR 2025; iclr25-prereq-tune {__version__}): train knowledge LoRAs on the facts behind "
+               "the task data (train-knowledge), train a skill LoRA with them active and frozen (train-skill: "
+               "multi-version routing, mixed real/fictitious mode, alternating groups), deploy the skill LoRA alone "
+               "(evaluate, generate) and plug a knowledge LoRA back in for knowledge-controlled answers. "
+               "--model tiny is the CPU-scale M0 of the synthetic world.")
+log = logging.getLogger("iclr25.prereq_tune")
+
+
+# ------------------------------------------------------------------------------------------------
+# shared helpers
+
+
+def _distributed() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "ACCELERATE_DYNAMO_BACKEND" in os.environ and \
+        int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def _accelerator(cfg: Any):
+    if not (cfg.accelerate or _distributed()):
+        return None
+    try:
+        from accelerate import Accelerator
+    except ImportError:
+        raise ImportError("multi-process training needs accelerate: pip install 'iclr25-prereq-tune[scale]'") from None
+    return Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.device == "cpu")
+
+
+def _load_model(cfg: Any, device: str | None = None) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(model, tokenizer, prompt format, info)."""
+    from .data import OFFICIAL_FORMAT, PromptFormat
+    from .world import TINY_FORMAT
+
+    from iclr25.core.seed import choose_device
+
+    dev = device or choose_device(cfg.device)
+    if cfg.model == "tiny":
+        from dataclasses import replace
+
+        from .model import pretrain_m0
+        from .reproduce import QUICK
+        from .world import make_world
+
+        s = QUICK
+        world = make_world(s.n_real, s.n_fict, s.n_versions, cfg.world_seed, n_templates=s.n_templates,
+                           n_passages=s.n_passages)
+        model, tok, path, info = pretrain_m0(world, replace(s.m0, seed=cfg.world_seed), progress=not cfg.quiet)
+        model = model.to(dev)
+        fmt = TINY_FORMAT
+        info = {"model": "tiny", "path": str(path), "m0_cached": info["cached"]}
+    else:
+        from .model import load_base_model
+
+        model, tok = load_base_model(cfg.model, device=dev, dtype=cfg.dtype, bf16=cfg.bf16, device_map=cfg.device_map,
+                                     load_in_4bit=cfg.load_in_4bit, load_in_8bit=cfg.load_in_8bit,
+                                     gradient_checkpointing=cfg.gradient_checkpointing,
+                                     trust_remote_code=cfg.trust_remote_code)
+        fmt = OFFICIAL_FORMAT
+        info = {"model": cfg.model}
+    tmpl = getattr(cfg, "prompt_template", None)
+    if tmpl is not None:
+        fmt = PromptFormat(tmpl, cfg.answer_template)
+    elif getattr(cfg, "answer_template", " {answer}") != " {answer}":
+        fmt = PromptFormat(fmt.prompt, cfg.answer_template)
+    return model, tok, fmt, info
+
+
+def _lora(cfg: Any, model: Any):
+    from .lora import GPT2_TARGETS, LLAMA_TARGETS, LoraSpec, _uses_conv1d
+
+    targets = cfg.target_modules
+    if targets is None:
+        targets = GPT2_TARGETS if _uses_conv1d(model, GPT2_TARGETS) else LLAMA_TARGETS
+    return LoraSpec(cfg.r, cfg.alpha, cfg.lora_dropout, tuple(targets), None)
+
+
+def _train_args(cfg: Any):
+    from .training import TrainArgs
+
+    return TrainArgs(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
+                     weight_decay=cfg.weight_decay, beta2=cfg.beta2, warmup_ratio=cfg.warmup_ratio,
+                     max_length=cfg.max_length, seed=cfg.seed, save_every=cfg.save_every)
+
+
+def _write(out: Path, cfg: Any, results: dict[str, Any]) -> None:
+    from iclr25.core.runinfo import write_run_files
+
+    write_run_files(out, cfg, results)
+
+
+def _main_process(acc: Any) -> bool:
+    return acc is None or acc.is_main_process
+
+
+# ------------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
+    import torch
+
+    from .data import parse_version, read_hub_split, read_knowledge_jsonl
+    from .lora import add_knowledge_adapter, adapter_names, save_adapter
+    from .training import train_knowledge_adapter
+
+    if (cfg.data is None) == (cfg.hub_config is None):
+        raise ValueError("give exactly one of --data FILE.jsonl or --hub-config CONFIG (a local copy of Shiyu-Lab/Prereq_Tune)")
+    rows = (read_knowledge_jsonl(cfg.data, name_template=cfg.name_template) if cfg.data is not None else
+            read_hub_split(cfg.hub_config, cfg.hub_split, name_template=cfg.name_template))
+    by_name: dict[str, list[str]] = {}
+    for r in rows:
+        by_name.setdefault(r.name, []).append(r.text)
+    if cfg.names is not None:
+        missing = [n for n in cfg.names if n not in by_name]
+        if missing:
+            raise ValueError(f"--names {missing} have no rows in the data (it has {sorted(by_name)})")
+        by_name = {n: by_name[n] for n in cfg.names}
+    acc = _accelerator(cfg)
+    model, tok, _, info = _load_model(cfg, str(acc.device) if acc is not None else None)
+    spec = _lora(cfg, model)
+    args = _train_args(cfg)
+    out = Path(cfg.out)
+    results: dict[str, Any] = {"model": info, "adapters": {}}
+    t0 = time.perf_counter()
+    for k, (name, texts) in enumerate(by_name.items()):
+        dest = out / name
+        if cfg.resume and (dest / "adapter_config.json").is_file() and (dest / "prereq_tune.json").is_file():
+            log.info("resume: %s is already trained (%s); skipping", name, dest)
+            results["adapters"][name] = {"path": str(dest), "skipped": "already trained"}
+            continue
+        torch.manual_seed(cfg.seed * 1000 + k)
+        if name in adapter_names(model):
+            raise ValueError(f"adapter {name!r} twice")
+        model = add_knowledge_adapter(model, name, spec)
+        ckpt = out / "checkpoints" / name
+        resume = cfg.resume and (ckpt / "last").is_dir()
+        r = train_knowledge_adapter(model, tok, name, texts, args, checkpoint_dir=ckpt, resume=resume,
+                                    accelerator=acc, quiet=cfg.quiet)
+        try:
+            version = parse_version(name)
+        except ValueError:
+            version = None
+        if _main_process(acc):
+            save_adapter(model, name, dest, role="knowledge",
+                         extra={"version": version, "n_texts": len(texts), "lora": asdict(spec), "train": asdict(args)})
+        results["adapters"][name] = {"path": str(dest), "n_texts": len(texts), **r.summary()}
+    results["seconds"] = round(time.perf_counter() - t0, 2)
+    if _main_process(acc):
+        _write(out, cfg, results)
+    print(f"train-knowledge: {len(by_name)} knowledge LoRA(s) {list(by_name)} saved under {out} "
+          f"({results['seconds']:.1f} s; base frozen and unchanged)")
+    return 0
+
+
+def _load_knowledge(model: Any, paths: Sequence[Path], names: Sequence[str] | None) -> tuple[Any, list[str]]:
+    from .lora import load_adapter, read_adapter_meta
+
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f"--names has {len(names)} names for {len(paths)} --knowledge folders")
+    out = []
+    for i, p in enumerate(paths):
+        meta = read_adapter_meta(p)
+        name = names[i] if names is not None else (meta.get("name") or Path(p).name)
+        model = load_adapter(model, p, name, role="knowledge")
+        out.append(name)
+    return model, out
+
+
+def _skill_rows(cfg: Any):
+    from .data import read_hub_split, read_skill_jsonl
+
+    if (cfg.data is None) == (cfg.hub_config is None):
+        raise ValueError("give exactly one of --data FILE.jsonl or --hub-config CONFIG (a local copy of Shiyu-Lab/Prereq_Tune)")
+    return read_skill_jsonl(cfg.data) if cfg.data is not None else read_hub_split(cfg.hub_config, cfg.hub_split)
+
+
+def cmd_train_skill(cfg: TrainSkillConfig) -> int:
+    import torch
+
+    from .lora import add_skill_adapter, save_adapter
+    from .training import train_skill_adapter
+
+    examples = _skill_rows(cfg)
+    acc = _accelerator(cfg)
+    model, tok, fmt, info = _load_model(cfg, str(acc.device) if acc is not None else None)
+    model, names = _load_knowledge(model, cfg.knowledge, cfg.names)
+    spec = _lora(cfg, model.get_base_model() if hasattr(model, "get_base_model") else model)
+    torch.manual_seed(cfg.seed * 1000 + 500)
+    model = add_skill_adapter(model, cfg.skill_name, spec)
+    out = Path(cfg.out)
+    ckpt = out / "checkpoints" / cfg.skill_name
+    resume = cfg.resume
+    if resume and not (ckpt / "last").is_dir():
+        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt}; run without --resume")
+    r = train_skill_adapter(model, tok, examples, names, _train_args(cfg), skill=cfg.skill_name,
+                            multi_version=cfg.multi_version, real_knowledge=cfg.real_knowledge,
+                            real_weight=cfg.real_weight, alternate_groups=cfg.alternate_groups, sampler=cfg.sampler,
+                            fmt=fmt, checkpoint_dir=ckpt, resume=resume, accelerator=acc, quiet=cfg.quiet)
+    dest = out / cfg.skill_name
+    if _main_process(acc):
+        save_adapter(model, cfg.skill_name, dest, role="skill",
+                     extra={"knowledge": names, "lora": asdict(spec), "format": asdict(fmt),
+                            "multi_version": cfg.multi_version, "real_weight": cfg.real_weight,
+                            "alternate_groups": cfg.alternate_groups})
+        res = {"model": info, "skill": str(dest), "knowledge": names, **r.summary(),
+               "rows_per_counted_row": r.rows_forwarded / max(1, r.rows_counted),
+               "frozen_tensors_checked": r.n_frozen, "frozen_changed": r.frozen_changed}
+        _write(out, cfg, res)
+    print(f"train-skill: skill LoRA {cfg.skill_name!r} saved alone to {dest} ({r.steps} steps, final loss "
+          f"{r.final_loss:.4f}); {r.n_frozen} knowledge/base tensors bit-identical, "
+          f"{r.n_trainable - len(r.trainable_unchanged)}/{r.n_trainable} skill tensors changed")
+    return 0
+
+
+def _deployed(cfg: Any, model: Any) -> tuple[Any, list[str]]:
+    from .lora import load_adapter, read_adapter_meta
+
+    adapters: list[str] = []
+    if cfg.knowledge is not None:
+        meta = read_adapter_meta(cfg.knowledge)
+        name = meta.get("name") or Path(cfg.knowledge).name
+        model = load_adapter(model, cfg.knowledge, name, role="knowledge")
+        adapters.append(name)
+    if cfg.skill is not None:
+        meta = read_adapter_meta(cfg.skill)
+        name = meta.get("name") or Path(cfg.skill).name
+        if name in adapters:
+            name = name + "_skill"
+        model = load_adapter(model, cfg.skill, name, role="skill")
+        adapters.append(name)
+    return model, adapters
+
+
+def cmd_evaluate(cfg: EvaluateConfig) -> int:
+    from iclr25.core.jsonl import write_jsonl
+
+    from .data import read_qa_jsonl
+    from .evaluation import em_match, generate_answers, qa_accuracy
+
+    items = read_qa_jsonl(cfg.data)
+    model, tok, fmt, info = _load_model(cfg)
+    model, adapters = _deployed(cfg, model)
+    t0 = time.perf_counter()
+    if cfg.metric == "first-token":
+        acc, pred = qa_accuracy(model, tok, items, adapters=adapters or None, fmt=fmt, return_predictions=True)
+        texts = tok.convert_ids_to_tokens(pred)
+        ok = [None] * len(items)
+    else:
+        texts = generate_answers(model, tok, [it.question for it in items], adapters=adapters or None, fmt=fmt,
+                                 max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+        ok = [em_match(t, it.answers) for t, it in zip(texts, items)]
+        acc = sum(ok) / len(ok)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "predictions.jsonl", [{"question": it.question, "answers": list(it.answers), "prediction": t,
+                                             **({"correct": c} if c is not None else {})}
+                                            for it, t, c in zip(items, texts, ok)])
+    _write(out, cfg, {"model": info, "adapters": adapters, "metric": cfg.metric, "accuracy": acc, "n": len(items),
+                      "seconds": round(time.perf_counter() - t0, 2)})
+    stack = " + ".join(["θ₀", *adapters])
+    print(f"evaluate: {stack}: accuracy {acc:.4f} on {len(items)} questions ({cfg.metric}); predictions in "
+          f"{out / 'predictions.jsonl'}")
+    return 0
+
+
+def cmd_generate(cfg: GenerateConfig) -> int:
+    from iclr25.core.jsonl import write_jsonl
+
+    from .data import read_entities
+    from .evaluation import adapter_stack, generate_longform, load_scorer
+
+    entities = read_entities(cfg.entities)
+    if cfg.limit is not None:
+        if cfg.limit < 1:
+            raise ValueError(f"--limit {cfg.limit} must be >= 1")
+        entities = entities[:cfg.limit]
+    scorer = load_scorer(cfg.scorer) if cfg.scorer else None
+    t0 = time.perf_counter()
+    if cfg.backend == "transformers":
+        from iclr25.core.lm import TransformersGenerator
+
+        model, tok, _, info = _load_model(cfg)
+        model, adapters = _deployed(cfg, model)
+        gen = TransformersGenerator(model, tok, batch_size=cfg.batch_size)
+        with adapter_stack(model, adapters or None):
+            rows = generate_longform(gen, entities, template=cfg.template, max_new_tokens=cfg.max_new_tokens,
+                                     scorer=scorer)
+    else:
+        if cfg.skill is not None or cfg.knowledge is not None:
+            raise ValueError("--skill/--knowledge are for the local backend; a server serves its LoRA under "
+                             "--served-model (vLLM: --enable-lora --lora-modules skill=DIR)")
+        from iclr25.core.lm import OpenAIChatGenerator, OpenAICompletionGenerator
+
+        name = cfg.served_model or cfg.model
+        cls = OpenAIChatGenerator if cfg.backend == "openai-chat" else OpenAICompletionGenerator
+        gen = cls(name, base_url=cfg.base_url)
+        info, adapters = {"model": name, "base_url": cfg.base_url}, [name]
+        rows = generate_longform(gen, entities, template=cfg.template, max_new_tokens=cfg.max_new_tokens, scorer=scorer)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "generations.jsonl", rows)
+    res: dict[str, Any] = {"model": info, "adapters": adapters, "n": len(rows), "backend": cfg.backend,
+                           "template": cfg.template, "seconds": round(time.perf_counter() - t0, 2)}
+    msg = f"generate: {len(rows)} generations in {out / 'generations.jsonl'}"
+    if scorer is not None:
+        scored = [r for r in rows if r["claims"] > 0]
+        res["accuracy"] = sum(r["supported"] / r["claims"] for r in scored) / len(scored) if scored else float("nan")
+        res["claims_per_response"] = sum(r["claims"] for r in rows) / len(rows)
+        msg += f"; accuracy {res['accuracy']:.4f}, {res['claims_per_response']:.1f} claims per response"
+    else:
+        msg += "; no --scorer given (FActScore-style scoring is unreleased; pass your own)"
+    _write(out, cfg, res)
+    print(msg)
+    return 0
+
+
+def cmd_demo(cfg: DemoConfig) -> int:
+    from iclr25.core.jsonl import write_jsonl
+
+    from .reproduce import QUICK, claims_from_runs, methods_table, run_seed
+    from .world import make_world, qa_items, skill_examples, knowledge_corpus
+
+    from iclr25.core.results import claims_table
+
+    s = QUICK
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    world = make_world(s.n_real, s.n_fict, s.n_versions, cfg.seed, n_templates=s.n_templates, n_passages=s.n_passages)
+    (out / "world.json").write_text(json.dumps(world.to_dict(), indent=1) + "\n")
+    for v in range(1, s.n_versions + 1):
+        write_jsonl(out / f"knowledge_v{v}.jsonl", [{"text": t, "name": f"know_v{v}"} for t in knowledge_corpus(world, v)])
+    write_jsonl(out / "skill_fictitious.jsonl", [asdict(e) for e in skill_examples(world, "fictitious")])
+    write_jsonl(out / "qa_real_test.jsonl", [{"question": q.question, "answers": list(q.answers)}
+                                             for q in qa_items(world, "real_test")])
+    r = run_seed(s, cfg.seed, cfg.seed, cache=str(cfg.cache) if cfg.cache else None,
+                 device=_dev(cfg.device), quiet=cfg.quiet, threads=cfg.threads)
+    (out / "run.json").write_text(json.dumps(r, indent=1, default=str) + "\n")
+    print(methods_table([r]))
+    claims = claims_from_runs([r], quick=True, shared_world=False)
+    print()
+    print(claims_table(claims))
+    held = sum(c.holds for c in claims)
+    print(f"demo: seed {cfg.seed}, {held}/{len(claims)} claims hold on one seed ({r['timing']['total']:.0f} s); "
+          f"world files in {out}")
+    return 0
+
+
+def _dev(name: str) -> str:
+    from iclr25.core.seed import choose_device
+
+    return choose_device(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(PROG, DESCRIPTION, {
+        "train-knowledge": Command(TrainKnowledgeConfig, cmd_train_knowledge,
+                                   "stage 1: knowledge LoRA(s) on knowledge JSONL (saved as PEFT adapters)"),
+        "train-skill": Command(TrainSkillConfig, cmd_train_skill,
+                               "stage 2: the skill LoRA with frozen knowledge LoRAs (saves the skill adapter alone)"),
+        "evaluate": Command(EvaluateConfig, cmd_evaluate, "QA accuracy of θ₀+Δskill (optionally + a knowledge LoRA)"),
+        "generate": Command(GenerateConfig, cmd_generate,
+                            "long-form generation for an entity list, scored by a pluggable claim scorer"),
+        "reproduce": reproduce_command(SLUG, "iclr25.prereq_tune.reproduce:reproduce", __version__,
+                                       config=PrereqReproduceConfig),
+        "demo": Command(DemoConfig, cmd_demo, "one quick seed end to end; prints the C1/C2/C3 tables"),
+    }, argv, version=__version__)

@@ -1,0 +1,78 @@
+"""reproduce(): every claim computed from measured numbers on a tiny preset; the real quick run (slow)."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+import iclr25.prereq_tune.reproduce as R
+from iclr25.core.results import Claim
+
+NAMES = [
+    "invariant/frozen_bit_identical",
+    "mechanism/base_knows_real_facts",
+    "mechanism/knowledge_adapters_hold_facts",
+    "factuality/prereq_gt_sft_fictitious",
+    "factuality/close_to_sft_real",
+    "control/v1_adapter_follows_v1",
+    "control/v2_adapter_follows_v2",
+    "memorization/skill_lt_sft_fictitious",
+    "ablation/multi_version_memorizes_less",
+]
+
+
+def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
+    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
+                   know_args=replace(R.QUICK.know_args, epochs=1), skill_args=replace(R.QUICK.skill_args, epochs=1),
+                   fict_max_epochs=2, fict_eval_every=1)
+    monkeypatch.setattr(R, "QUICK", tiny)
+    claims = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache")
+    assert [c.name for c in claims] == NAMES
+    assert all(isinstance(c, Claim) for c in claims)
+    data = json.loads((tmp_path / "out" / "runs.json").read_text())
+    runs = data["runs"]
+    assert [r["train_seed"] for r in runs] == [0, 1] and {r["world_seed"] for r in runs} == {0}
+    frozen = claims[0]
+    assert frozen.ours == 0.0 and frozen.holds           # measured by re-hashing every tensor
+    assert all(r["frozen"]["n_knowledge"] > 0 and r["frozen"]["n_base"] > 0 for r in runs)
+    c1 = claims[3]
+    assert c1.ours == pytest.approx(sum(r["multi"]["real_test"] for r in runs) / 2)
+    assert c1.baseline == pytest.approx(sum(r["sft_fict"]["real_test"] for r in runs) / 2)
+    assert "± " in c1.note and "seed spread" in c1.note
+    assert (tmp_path / "out" / "methods.md").is_file()
+    # multi-version training forwards exactly the counted rows (routing)
+    assert all(r["multi"]["rows_forwarded"] == r["multi"]["rows_counted"] for r in runs)
+
+
+def test_claims_from_runs_fail_when_numbers_say_so():
+    """A claim's verdict follows the numbers: a run where Prereq-Tune equals SFT_fictitious fails C1."""
+    def run(seed, multi, fict):
+        return {"train_seed": seed, "world_seed": 0, "chance": 0.0514,
+                "m0": {"completion_real_test": 0.9, "qa_real_test": 0.0},
+                "knowledge": {"k_v1": {"completion_own_version": 0.95, "completion_other_version": 0.05}},
+                "frozen": {"n_knowledge": 3, "n_base": 4, "n_skill": 8, "changed_frozen": [], "skill_unchanged": []},
+                "multi": {"real_test": multi, "fict_train_max": 0.06, "rows_forwarded": 10, "rows_counted": 10,
+                          "control": {"know_statement_v1": {"1": 0.97, "2": 0.05},
+                                      "know_statement_v2": {"1": 0.06, "2": 0.96}}},
+                "single": {"real_test": multi, "fict_train_v1": 0.2},
+                "sft_fict": {"real_test": fict, "own_train": 0.9, "epochs": 40},
+                "sft_real": {"real_test": 0.4}}
+
+    good = R.claims_from_runs([run(0, 0.35, 0.1), run(1, 0.33, 0.08)], quick=True, shared_world=True)
+    bad = R.claims_from_runs([run(0, 0.1, 0.1), run(1, 0.08, 0.08)], quick=True, shared_world=True)
+    g = {c.name: c.holds for c in good}
+    b = {c.name: c.holds for c in bad}
+    assert g["factuality/prereq_gt_sft_fictitious"] and not b["factuality/prereq_gt_sft_fictitious"]
+    assert not b["factuality/close_to_sft_real"]
+    assert g["control/v1_adapter_follows_v1"] and g["memorization/skill_lt_sft_fictitious"]
+
+
+@pytest.mark.slow
+def test_reproduce_quick_cli(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "iclr25.prereq_tune", "reproduce", "--quick", "--quiet", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [c["name"] for c in data["claims"]] == NAMES
