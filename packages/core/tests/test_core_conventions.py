@@ -243,3 +243,24 @@ def test_umbrella_passes_device_only_where_accepted(tmp_path, monkeypatch, caplo
     assert rep.device == "cpu"
     with pytest.raises(ValueError, match="does not take --device"):
         registry.run_reproduction("p", _fake_plain, quick=True, out_dir=tmp_path / "p", device="cuda", strict=True)
+
+
+@dataclass(kw_only=True)
+class _NeedsModel(CommonOptions):
+    """Needs a model."""
+
+    model: str
+    lr: float = 0.1
+
+
+def test_config_file_may_leave_required_fields_to_flags(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("lr: 0.5\n")
+    seen = {}
+    cmds = {"train": Command(_NeedsModel, lambda c: seen.setdefault("c", c) and 0, "t")}
+    assert run_cli("iclr25-demo", "d", cmds, ["train", "--config", str(cfg), "--model", "m"]) == 0
+    assert seen["c"].model == "m" and seen["c"].lr == 0.5
+    assert run_cli("iclr25-demo", "d", cmds, ["train", "--config", str(cfg)]) == 2  # still required, cleanly
+    cfg.write_text("lr: 0.5\nbogus: 1\n")
+    assert run_cli("iclr25-demo", "d", cmds, ["train", "--config", str(cfg), "--model", "m"]) == 2
+    assert "unknown key(s) ['bogus']" in capsys.readouterr().err

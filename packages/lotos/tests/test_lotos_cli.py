@@ -52,6 +52,7 @@ def test_bad_flag_is_clean_error(run):
 
 
 def test_train_resume_evaluate(tmp_path, run):
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
     common = ["--data", "digits", "--n-train", "96", "--width", "4", "--num-models", "2", "--batch-size", "32",
               "--clip-every", "2", "--quiet", "--device", "cpu"]
     ens, sur = tmp_path / "ens", tmp_path / "sur"
@@ -73,6 +74,7 @@ def test_train_resume_evaluate(tmp_path, run):
 
 
 def test_resume_without_checkpoint_fails(tmp_path, run):
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
     res = run("train", "--data", "digits", "--n-train", "32", "--width", "4", "--epochs", "1", "--resume",
               "--out", str(tmp_path / "none"), "--quiet", check=False)
     assert res.returncode == 2 and "no checkpoint" in res.stderr and "Traceback" not in res.stderr

@@ -22,6 +22,7 @@ NAMES = [
 
 
 def test_reproduce_smoke_digits(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
     tiny = dict(R.QUICK, n_train=200, n_test=60, num_models=2, n_surrogates=1, width=4, epochs=1,
                 batch_size=50, clip_every=2, steps=2)
     monkeypatch.setattr(R, "QUICK", tiny)

@@ -218,6 +218,7 @@ def test_missing_cifar10_names_file(tmp_path, monkeypatch):
 
 
 def test_digits_loader_shapes():
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
     from iclr25.lotos.data import load_data
 
     d = load_data("digits", n_train=100, n_test=50)

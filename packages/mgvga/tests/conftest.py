@@ -18,5 +18,5 @@ def _mirror() -> Path | None:
 def mirror() -> Path:
     d = _mirror()
     if d is None:
-        pytest.skip("needs the mirrored data $ICLR25_DATA/mgvga (e.g. export ICLR25_DATA=/work/shared/data)")
+        pytest.skip("needs the mirrored data $ICLR25_DATA/mgvga (e.g. export ICLR25_DATA=/path/to/data)")
     return d

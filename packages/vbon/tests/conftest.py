@@ -47,7 +47,7 @@ def data_dir():
     for r in root.split(os.pathsep):
         if r and (Path(r) / "vbon" / "rt-polarity.pos").is_file():
             return Path(r)
-    pytest.skip("mirrored file vbon/rt-polarity.pos not found under ICLR25_DATA (set ICLR25_DATA=/work/shared/data)")
+    pytest.skip("mirrored file vbon/rt-polarity.pos not found under ICLR25_DATA (set ICLR25_DATA to the folder of data mirrors)")
 
 
 @pytest.fixture(scope="session")

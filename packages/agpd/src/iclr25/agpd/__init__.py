@@ -6,17 +6,6 @@ gradients, attacks, baselines and metrics.
 """
 
 from ._version import __version__
-from .attacks import BlendTrigger, PatchTrigger, all_to_all, attack_success_rate, badnets, blended, poison
-from .baselines import activation_clustering, spectral_signatures
-from .config import AGPDConfig
-from .detector import AGPD, DetectionResult, FilterResult, detect_from_gradients, filter_target_class
-from .gcd import angles, closeness, cosine, cvbt, far_end
-from .gradients import activation_gradients, penultimate_features
-from .metrics import detection_metrics
-from .models import PreActResNet, candidate_layers, preact_resnet18, small_preact_cnn
-from .stats import js_trace, robust_z, select_stop
-from .synthetic import synthetic_gradients
-from .train import load_checkpoint, save_checkpoint, train_classifier
 
 __all__ = [
     "__version__",
@@ -55,3 +44,56 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
 ]
+
+# Imported on first use (module __getattr__), so that `import iclr25.agpd` and `iclr25-agpd --help`
+# do not load torch & co.
+_LAZY = {
+    "BlendTrigger": "attacks",
+    "PatchTrigger": "attacks",
+    "all_to_all": "attacks",
+    "attack_success_rate": "attacks",
+    "badnets": "attacks",
+    "blended": "attacks",
+    "poison": "attacks",
+    "activation_clustering": "baselines",
+    "spectral_signatures": "baselines",
+    "AGPDConfig": "config",
+    "AGPD": "detector",
+    "DetectionResult": "detector",
+    "FilterResult": "detector",
+    "detect_from_gradients": "detector",
+    "filter_target_class": "detector",
+    "angles": "gcd",
+    "closeness": "gcd",
+    "cosine": "gcd",
+    "cvbt": "gcd",
+    "far_end": "gcd",
+    "activation_gradients": "gradients",
+    "penultimate_features": "gradients",
+    "detection_metrics": "metrics",
+    "PreActResNet": "models",
+    "candidate_layers": "models",
+    "preact_resnet18": "models",
+    "small_preact_cnn": "models",
+    "js_trace": "stats",
+    "robust_z": "stats",
+    "select_stop": "stats",
+    "synthetic_gradients": "synthetic",
+    "load_checkpoint": "train",
+    "save_checkpoint": "train",
+    "train_classifier": "train",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

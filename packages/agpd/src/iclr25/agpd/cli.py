@@ -15,8 +15,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 from iclr25.core.config import Command, run_cli
 
 from ._version import __version__
@@ -27,7 +25,12 @@ __all__ = ["main"]
 log = logging.getLogger("iclr25.agpd")
 
 
+# torch is imported inside the commands: `iclr25-agpd --help` stays light.
+
+
 def _threads(n: int | None) -> None:
+    import torch
+
     if n is not None:
         torch.set_num_threads(n)
 
@@ -35,6 +38,8 @@ def _threads(n: int | None) -> None:
 def _load(path: Path, what: str, hint: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: {what} (run '{hint}' first)")
+    import torch
+
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types
@@ -43,6 +48,8 @@ def _load(path: Path, what: str, hint: str) -> dict:
 
 
 def cmd_poison(cfg: PoisonConfig) -> int:
+    import torch
+
     from .data import load_data, split_clean_set
     from .pipeline import poison_dataset
 
@@ -62,6 +69,8 @@ def cmd_poison(cfg: PoisonConfig) -> int:
 
 
 def cmd_train(cfg: TrainConfig) -> int:
+    import torch
+
     from .pipeline import build_model
     from .train import accuracy, save_checkpoint, train_classifier
 

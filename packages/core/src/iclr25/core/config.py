@@ -167,6 +167,35 @@ def _split_config_flag(argv: list[str]) -> tuple[str | None, list[str]]:
     return path, rest
 
 
+def _partial_default(cls: type[T], values: Mapping[str, Any], *, source: str) -> T:
+    """An instance of ``cls`` built without ``__init__``: file values (checked like
+    :func:`config_from_dict`), field defaults, and ``tyro.MISSING`` for required fields the file
+    does not set, so they must come from flags. tyro constructs the final object (validation runs)."""
+    import tyro
+
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {unknown} for {cls.__name__}; valid keys: {sorted(names)}")
+    obj = cls.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            v = values[f.name]
+            tp = hints.get(f.name, Any)
+            if not _type_ok(v, tp):
+                raise ConfigError(f"{source}: {f.name}={v!r} is not a valid {getattr(tp, '__name__', tp)}")
+            v = _coerce(v, tp)
+        elif f.default is not dataclasses.MISSING:
+            v = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            v = f.default_factory()  # type: ignore[misc]
+        else:
+            v = tyro.MISSING
+        object.__setattr__(obj, f.name, v)
+    return obj
+
+
 def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
                  description: str | None = None) -> T:
     """Parse ``argv`` into ``cls`` with defaults < ``--config FILE`` < flags (tyro)."""
@@ -176,7 +205,13 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, prog: str |
     path, rest = _split_config_flag(args)
     default = None
     if path is not None:
-        default = config_from_dict(cls, load_config_file(path), source=str(path))
+        values = load_config_file(path)
+        required = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
+        if all(r in values for r in required):
+            default = config_from_dict(cls, values, source=str(path))
+        else:  # the file leaves required fields to the flags: a partial default, tyro asks for the rest
+            default = _partial_default(cls, values, source=str(path))
     doc = description or (cls.__doc__ or "").strip()
     if "-h" in rest or "--help" in rest:
         doc += "\n\nAlso: --config FILE.yaml|json sets defaults from a file (flags override it)."

@@ -122,8 +122,11 @@ def load_cifar10(n_train: int | None = None, n_test: int | None = None) -> Image
 def load_digits_images(n_train: int | None = None, n_test: int | None = None) -> ImageData:
     """scikit-learn digits (1,797 8×8 grey images) upsampled ×2 (nearest) to 16×16, in ``[0, 1]``;
     a fixed class-stratified split of 1,297 train / 500 test images."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as e:
+        raise ImportError("the digits data set needs scikit-learn: pip install 'iclr25-lotos[digits]'") from e
 
     d = load_digits()
     x = (d.images.astype(np.float32) / 16.0).repeat(2, axis=1).repeat(2, axis=2)[:, None]

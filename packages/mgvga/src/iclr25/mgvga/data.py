@@ -41,7 +41,7 @@ def data_dir() -> Path:
             return p
     raise FileNotFoundError(
         f"MGVGA data not found (looked in {tried}). Set ICLR25_DATA to the folder holding 'mgvga/' "
-        "(e.g. export ICLR25_DATA=/work/shared/data); sources are listed in the package README."
+        "(e.g. export ICLR25_DATA=/path/to/data); sources are listed in the package README."
     )
 
 

@@ -6,29 +6,6 @@ policy-gradient losses (:mod:`.objective`), a batched BoN sampler (:mod:`.sampli
 """
 
 from ._version import __version__
-from .bon import (
-    beta_from_n,
-    bon_distribution,
-    bon_distribution_sum_form,
-    bon_kl,
-    bon_win_rate,
-    exact_win_rate,
-    kl_divergence,
-    l1_optimum,
-    n_from_beta,
-    optimize_tabular,
-    rlhf_optimum,
-    sample_bon_discrete,
-    strict_cdf,
-    total_variation,
-)
-from .cdf import RewardCDFCache, empirical_log_cdf, normalize_prompt
-from .config import VBoNConfig
-from .objective import kl_k3, policy_gradient_loss, rloo_advantages, vbon_reward
-from .reflm import RefLMConfig, load_reference_lm, pretrain_reference_lm
-from .rewards import HFRewardModel, TfidfSentimentReward, call_reward
-from .sampling import BoNResult, Samples, best_of_n, response_logprobs, sample, sample_texts
-from .trainer import VBoNTrainer, evaluate_policy, win_rate
 
 __all__ = [
     "__version__",
@@ -70,3 +47,59 @@ __all__ = [
     "load_reference_lm",
     "pretrain_reference_lm",
 ]
+
+# Imported on first use (module __getattr__), so that `import iclr25.vbon` and `iclr25-vbon --help`
+# do not load torch & co.
+_LAZY = {
+    "beta_from_n": "bon",
+    "bon_distribution": "bon",
+    "bon_distribution_sum_form": "bon",
+    "bon_kl": "bon",
+    "bon_win_rate": "bon",
+    "exact_win_rate": "bon",
+    "kl_divergence": "bon",
+    "l1_optimum": "bon",
+    "n_from_beta": "bon",
+    "optimize_tabular": "bon",
+    "rlhf_optimum": "bon",
+    "sample_bon_discrete": "bon",
+    "strict_cdf": "bon",
+    "total_variation": "bon",
+    "RewardCDFCache": "cdf",
+    "empirical_log_cdf": "cdf",
+    "normalize_prompt": "cdf",
+    "VBoNConfig": "config",
+    "kl_k3": "objective",
+    "policy_gradient_loss": "objective",
+    "rloo_advantages": "objective",
+    "vbon_reward": "objective",
+    "RefLMConfig": "reflm",
+    "load_reference_lm": "reflm",
+    "pretrain_reference_lm": "reflm",
+    "HFRewardModel": "rewards",
+    "TfidfSentimentReward": "rewards",
+    "call_reward": "rewards",
+    "BoNResult": "sampling",
+    "Samples": "sampling",
+    "best_of_n": "sampling",
+    "response_logprobs": "sampling",
+    "sample": "sampling",
+    "sample_texts": "sampling",
+    "VBoNTrainer": "trainer",
+    "evaluate_policy": "trainer",
+    "win_rate": "trainer",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,149 @@
+"""The CLI as a subprocess (help, exit codes, lower-bound demo) and in process (stream --resume, compare)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def run(*args, check=True):
+    p = subprocess.run([sys.executable, "-m", "iclr25.sw_fair_clustering", *args], capture_output=True, text=True,
+                       env=ENV, timeout=300)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_help_and_version():
+    out = run("--help").stdout
+    for sub in ("stream", "compare", "reproduce", "lower-bound-demo"):
+        assert sub in out
+        assert run(sub, "--help").returncode == 0
+    assert "--resume" in run("stream", "--help").stdout
+    assert "--relaxed" in run("compare", "--help").stdout
+    assert run("--version").stdout.startswith("iclr25-sw-fair-clustering 0.")
+
+
+def test_help_imports_nothing_heavy():  # numpy comes with iclr25-core itself
+    code = ("import sys; from iclr25.sw_fair_clustering.cli import main; import iclr25.sw_fair_clustering as m;"
+            "bad = [x for x in ('scipy', 'torch', 'matplotlib') if x in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV).stdout.strip()
+    assert out == "[]"
+
+
+def test_lower_bound_demo(tmp_path):
+    p = run("lower-bound-demo", "--out", str(tmp_path))
+    res = json.loads((tmp_path / "lower_bound_demo.json").read_text())
+    assert [r["feasible"] for r in res["part1"]] == [True, False, True, True]
+    assert [r["lp_status"] for r in res["part1"]] == ["optimal", "infeasible", "optimal", "optimal"]
+    assert res["flips"] > 0 and res["summary_wrong"] > 0 and res["windows"] == 501
+    assert p.stdout.strip().splitlines()[-1].startswith("lower-bound-demo:")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["stream", "--data", "/nonexistent/x.csv"], "does not exist"),
+    (["stream", "--dataset", "drift", "--window", "0"], "window must be >= 1"),
+    (["stream", "--dataset", "drift", "--window", "100", "--block-size", "200"], "larger than the window"),
+    (["stream", "--dataset", "drift", "--z", "3"], "z must be 1"),
+    (["stream", "--dataset", "drift", "--eps", "1.0"], "eps must be in (0, 1)"),
+    (["stream", "--dataset", "drift", "--k", "0"], "k must be >= 1"),
+    (["stream", "--dataset", "drift", "--lower", "0.6", "0.1", "--upper", "0.5", "0.5"], "lower bound 0.6 > upper"),
+    (["stream", "--dataset", "drift", "--lower", "0.1", "--upper", "1.5"], "bounds must be in [0, 1]"),
+    (["stream"], "give exactly one of --dataset"),
+])
+def test_bad_flags_exit_2_with_a_message(args, needle):
+    p = run(*args, check=False)
+    assert p.returncode == 2
+    assert needle in (p.stderr + p.stdout)
+    assert "Traceback" not in p.stderr
+
+
+def test_bad_csv_line_is_named(tmp_path):
+    f = tmp_path / "s.csv"
+    rows = ["x,y,g"] + [f"{i},{i % 7},{'ab'[i % 2]}" for i in range(60)]
+    rows[31] = "30,oops,a"
+    f.write_text("\n".join(rows) + "\n")
+    p = run("stream", "--data", str(f), "--color-column", "g", "--window", "20", "--coreset-size", "5",
+            "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "s.csv:32: feature column 'y' value 'oops' is not a number" in p.stderr
+
+
+def _csv(tmp_path, n=2400):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2)) + np.repeat(rng.normal(0, 4, (4, 2)), n // 4, axis=0)
+    g = np.where(rng.random(n) < 0.35, "female", "male")
+    f = tmp_path / "people.csv"
+    f.write_text("a,b,sex\n" + "".join(f"{x:.5f},{y:.5f},{s}\n" for (x, y), s in zip(X, g)))
+    return f
+
+
+def test_stream_resume_continues_identically(tmp_path, monkeypatch):
+    from iclr25.sw_fair_clustering import commands
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path)
+    base = ["stream", "--data", str(f), "--color-column", "sex", "--window", "600", "--coreset-size", "40",
+            "--quiet", "--chunk-rows", "500"]
+    assert main([*base, "--out", str(tmp_path / "full")]) == 0
+    calls = {"n": 0}
+    orig = commands._query_record
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return orig(*a, **k)
+
+    monkeypatch.setattr(commands, "_query_record", boom)
+    assert main([*base, "--out", str(tmp_path / "cut")]) == 130  # run_cli reports the interruption
+    monkeypatch.setattr(commands, "_query_record", orig)
+    assert main([*base, "--out", str(tmp_path / "cut")]) == 2  # refuses to overwrite the interrupted run
+    assert main([*base, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    full = [json.loads(x) for x in (tmp_path / "full" / "queries.jsonl").read_text().splitlines()]
+    cut = [json.loads(x) for x in (tmp_path / "cut" / "queries.jsonl").read_text().splitlines()]
+    assert [r["t"] for r in cut] == [r["t"] for r in full] == list(range(600, 2401, 120))
+    for a, b in zip(full, cut):
+        assert a["status"] == b["status"] == "optimal"
+        assert a["cost_on_summary"] == pytest.approx(b["cost_on_summary"], rel=1e-12)
+    cfg = json.loads((tmp_path / "full" / "config.json").read_text())
+    assert cfg["colors"] == ["female", "male"] or cfg["colors"] == ["male", "female"]
+    assert cfg["config"]["standardize"] is True and len(cfg["standardization"]["mean"]) == 2
+    assert json.loads((tmp_path / "full" / "colors.json").read_text())["0"] in ("female", "male")
+    assert main([*base, "--out", str(tmp_path / "cut"), "--resume", "--k", "4"]) == 2  # options must match
+
+
+def test_stream_relaxed_fixed_bounds_and_evaluate(tmp_path, capsys):
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, 1200)
+    args = ["stream", "--data", str(f), "--color-column", "sex", "--colors", "female", "male", "--window", "600",
+            "--coreset-size", "40", "--lower", "0.5", "0.5", "--upper", "0.5", "0.5", "--out", str(tmp_path / "a")]
+    assert main(args) == 0
+    recs = [json.loads(x) for x in (tmp_path / "a" / "queries.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "infeasible" for r in recs)  # 35 % female cannot be exactly 50 %
+    assert "colour 0 ('female') has share" in recs[0]["message"]
+    assert "status=infeasible" in capsys.readouterr().out
+    args = [a if a != str(tmp_path / "a") else str(tmp_path / "b") for a in args]
+    assert main([*args, "--relaxed", "0.5", "--evaluate"]) == 0
+    recs = [json.loads(x) for x in (tmp_path / "b" / "queries.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "optimal" for r in recs)
+    assert all(r["window_eval"]["status"] == "infeasible" for r in recs)  # the exact bounds, on the true window
+
+
+def test_compare_table(tmp_path, capsys):
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, 1500)
+    assert main(["compare", "--data", str(f), "--color-column", "sex", "--window", "600", "--coreset-size", "40",
+                 "--n-queries", "2", "--n-center-sets", "2", "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1].startswith("compare: mean cost ratio vs offline")
+    res = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert set(res["summary"]) == {"offline", "sw", "uniform", "insertion"}
+    assert res["solver_status"]["sw/fit"]["optimal"] == 2
+    assert (tmp_path / "c" / "compare.md").read_text().count("| sw |") == 2
