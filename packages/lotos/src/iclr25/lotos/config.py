@@ -168,6 +168,8 @@ class ReproduceConfig(ReproduceOptions):
     """torch threads (1 is faster than 2 on a shared 2-core machine); None = torch default."""
     data: Literal["cifar10-subset", "digits"] = "cifar10-subset"
     """Data set (digits: the small fallback without the mirror)."""
+    workers: int | None = None
+    """Processes the seeds run in (default min(#seeds, #CPUs), one torch thread each; 1: in-process)."""
 
 
 @dataclass(kw_only=True)

@@ -62,7 +62,7 @@ def _sd(vals: list[float]) -> float:
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None, data: str = "cifar10-subset",
-              threads: int | None = 1, quiet: bool = False) -> list[Claim]:
+              threads: int | None = 1, quiet: bool = False, workers: int | None = None) -> list[Claim]:
     """Run the reproduction and return the claims of :data:`CLAIM_NAMES`.
 
     Args:
@@ -73,7 +73,8 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
         data: ``cifar10-subset`` (the mirror) or ``digits`` (fallback).
         threads: torch intra-op threads (1 is much faster than 2 on a shared 2-core machine,
             where OpenMP threads spin against other processes); ``None`` leaves torch's default.
-        quiet: no progress bar (one bar over the training stages, on stderr).
+        quiet: no progress bar (one bar over the seeds, on stderr).
+        workers: processes the seeds run in (default: ``min(#seeds, #CPUs)``; 1 = in this process).
 
     Returns:
         The claims; each margin claim's note gives mean ± sd over seeds of both arms and of the
@@ -91,7 +92,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        per_seed, seconds = _run(quick, out_dir, seeds, data, quiet)
+        per_seed, seconds = _run(quick, out_dir, seeds, data, quiet, threads, workers)
     finally:
         torch.set_num_threads(prev_threads)  # do not leak the setting into other methods' runs
     vals = {arm: {k: [r[arm].get(k) for r in per_seed] for k in _METRICS if k in per_seed[0][arm]}
@@ -106,46 +107,66 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
     return _claims(agg, vals, p, seeds, data)
 
 
-def _run(quick: bool, out_dir: Path, seeds: Sequence[int], data: str, quiet: bool) -> tuple[list[dict], float]:
-    from iclr25.core.progress import progress
-
-    p = QUICK if quick else FULL
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _run_seed(p: dict, out_dir: Path, s: int, data: str, threads: int | None) -> dict:
+    """Train the surrogate and the three arms of seed ``s`` with preset ``p`` and evaluate them."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     d = load_data(data, p["n_train"], p["n_test"], p["image_size"] if data != "digits" else None)
     base = TrainConfig(num_models=p["num_models"], width=p["width"], epochs=p["epochs"], data=data,
                        batch_size=p["batch_size"], image_size=p["image_size"] if data != "digits" else None,
                        n_train=p["n_train"], clip_every=p["clip_every"], clip_opt_iter=p["clip_opt_iter"],
                        clip_at_init=True, device="cpu", quiet=True)
-    per_seed: list[dict] = []
+    run = Path(out_dir) / "runs" / f"seed{s}"
+    t0 = time.perf_counter()
+    sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
+                                 out=run / "surrogate"), d)
+    sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
+                                 step_size=p["step_size"], seed=s)
+    res: dict = {}
+    for arm in ("orig", "clip", "lotos"):
+        models = train_ensemble(replace(base, method=arm, seed=s, out=run / arm), d)
+        res[arm] = evaluate_ensemble(models, d.x_test, d.y_test, sur, eps=p["eps"], steps=p["steps"],
+                                     step_size=p["step_size"], seed=s, surrogate_adv=sur_adv)
+        spec = run / arm / "spectral.json"
+        if spec.is_file():
+            sp = json.loads(spec.read_text())
+            res[arm]["true_sigma_over_clip_before"] = sp["max_true_over_clip_before"]
+            res[arm]["true_sigma_over_clip_after"] = sp["max_true_over_clip_after"]
+        log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
+    res["surrogate_clean_acc"] = [100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+def _run(quick: bool, out_dir: Path, seeds: Sequence[int], data: str, quiet: bool, threads: int | None = 1,
+         workers: int | None = None) -> tuple[list[dict], float]:
+    """All seeds; with ``workers > 1`` the seeds run in that many processes (one torch thread each),
+    which is how the 2-seed quick run fits 2 cores. The numbers do not depend on ``workers``."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from iclr25.core.progress import progress
+
+    p = QUICK if quick else FULL
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if workers is None:
+        workers = min(len(seeds), os.cpu_count() or 1)
     t_all = time.perf_counter()
-    bar = progress(total=4 * len(seeds), desc="lotos reproduce", unit="stage", quiet=True if quiet else None)
-    for s in seeds:
-        run = out_dir / "runs" / f"seed{s}"
-        t0 = time.perf_counter()
-        bar.set_postfix_str(f"seed {s}: surrogate")
-        sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
-                                     out=run / "surrogate"), d)
-        bar.update()
-        sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
-                                     step_size=p["step_size"], seed=s)
-        res: dict = {}
-        for arm in ("orig", "clip", "lotos"):
-            bar.set_postfix_str(f"seed {s}: {arm}")
-            models = train_ensemble(replace(base, method=arm, seed=s, out=run / arm), d)
-            res[arm] = evaluate_ensemble(models, d.x_test, d.y_test, sur, eps=p["eps"], steps=p["steps"],
-                                         step_size=p["step_size"], seed=s, surrogate_adv=sur_adv)
-            spec = run / arm / "spectral.json"
-            if spec.is_file():
-                sp = json.loads(spec.read_text())
-                res[arm]["true_sigma_over_clip_before"] = sp["max_true_over_clip_before"]
-                res[arm]["true_sigma_over_clip_after"] = sp["max_true_over_clip_after"]
-            log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
+    bar = progress(total=len(seeds), desc="lotos reproduce", unit="seed", quiet=True if quiet else None)
+    if workers <= 1 or len(seeds) == 1:
+        per_seed = []
+        for s in seeds:
+            per_seed.append(_run_seed(p, out_dir, s, data, threads))
             bar.update()
-        res["surrogate_clean_acc"] = [
-            100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
-        res["seconds"] = time.perf_counter() - t0
-        per_seed.append(res)
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+            futs = [pool.submit(_run_seed, p, out_dir, s, data, threads) for s in seeds]
+            per_seed = []
+            for f in futs:
+                per_seed.append(f.result())
+                bar.update()
     bar.close()
     return per_seed, time.perf_counter() - t_all
 
