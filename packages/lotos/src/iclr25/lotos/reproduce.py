@@ -184,9 +184,11 @@ def _arms_table(agg: dict, vals: dict, seeds: Sequence[int]) -> str:
         v = vals[arm]
         sig = (f"{a['true_sigma_over_clip_before']:.3f} → {a['true_sigma_over_clip_after']:.3f}"
                if "true_sigma_over_clip_before" in a else "—")
+        cg = a.get("mean_cross_gain", float("nan"))
+        cg = "— (no tracked vectors)" if math.isnan(cg) else f"{cg:.3f}"
         rows.append(f"| {arm} | {_pm(v['clean_acc_ensemble'])} | {a['clean_acc_members_mean']:.1f} | "
                     f"{_pm(v['mean_robust_acc'])} | {_pm(v['mean_transfer'])} | {_pm(v['blackbox_robust_acc'])} | "
-                    f"{a.get('mean_cross_gain', float('nan')):.3f} | {sig} |")
+                    f"{cg} | {sig} |")
     return (f"Mean ± sd over seeds {list(seeds)}; rates and accuracies in %.\n\n" + "\n".join(rows) + "\n")
 
 
