@@ -64,8 +64,10 @@ def test_train_resume_evaluate(tmp_path, run):
     assert [json.loads(x)["epoch"] for x in lines] == [1, 2]
     run("train", "--method", "orig", "--epochs", "1", "--seed", "7", "--out", str(sur), *common)
     r = run("evaluate", "--ensemble", str(ens), "--surrogate", str(sur), "--n-test", "40", "--steps", "2",
-            "--device", "cpu")
-    res = json.loads((ens / "eval.json").read_text())
+            "--device", "cpu", "--out", str(tmp_path / "eval"))
+    res = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    spec = json.loads((ens / "spectral.json").read_text())  # true σ_1 of every clipped layer, per member
+    assert len(spec["members"]) == 2 and spec["max_true_over_clip_after"] <= 1.0 + 1e-3
     for k in ("clean_acc_ensemble", "mean_transfer", "blackbox_robust_acc", "mean_cross_gain", "transfer_matrix"):
         assert k in res
     assert len(res["transfer_matrix"]) == 2 and len(res["cross_gain"]) == 4

@@ -18,6 +18,7 @@ NAMES = [
     "blackbox_robust_acc/clip_gt_orig",
     "clean_acc/lotos_cost",
     "mechanism/cross_gain",
+    "mechanism/clipping_holds",
 ]
 
 
@@ -29,7 +30,7 @@ def test_reproduce_smoke_digits(tmp_path, monkeypatch):
     import torch
 
     before = torch.get_num_threads()
-    claims = R.reproduce(True, tmp_path, data="digits", threads=2, quiet=True)
+    claims = R.reproduce(True, tmp_path, data="digits", threads=2, quiet=True, seeds=(0, 1), workers=1)
     assert torch.get_num_threads() == before  # the thread setting does not leak
     assert [c.name for c in claims] == NAMES == list(R.CLAIM_NAMES)
     assert all(isinstance(c, Claim) for c in claims)
@@ -50,3 +51,15 @@ def test_reproduce_quick_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "results.json").read_text())
     assert [c["name"] for c in data["claims"]] == NAMES
+
+
+def test_seeds_in_parallel_processes_give_the_same_numbers(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
+    tiny = dict(R.QUICK, n_train=100, n_test=40, num_models=2, n_surrogates=1, width=4, epochs=1,
+                batch_size=50, clip_every=2, steps=2)
+    monkeypatch.setattr(R, "QUICK", tiny)
+    a = R.reproduce(True, tmp_path / "a", data="digits", quiet=True, seeds=(0, 1), workers=1)
+    b = R.reproduce(True, tmp_path / "b", data="digits", quiet=True, seeds=(0, 1), workers=2)
+    assert [c.ours for c in a] == [c.ours for c in b]
+    note = next(c for c in a if c.name == "transferability/lotos_lt_clip").note
+    assert "± " in note and "seed spread" in note and "per seed" in note

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import DemoConfig, EvalConfig, ReproduceConfig, TrainConfig
@@ -46,7 +44,7 @@ def _evaluate(cfg: EvalConfig) -> int:
     res = evaluate_ensemble(models, x, y, sur, eps=cfg.eps, steps=cfg.steps, step_size=cfg.step_size,
                             seed=cfg.seed)
     res.update(eps=cfg.eps, steps=cfg.steps, n_test=int(x.shape[0]), method=tc["method"])
-    out = Path(cfg.out or cfg.ensemble)
+    out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(res, indent=2))
     lines = ["| metric | value |", "|---|---|"]
@@ -58,20 +56,6 @@ def _evaluate(cfg: EvalConfig) -> int:
     bb = f", black-box robust acc {res['blackbox_robust_acc']:.1f}%" if "blackbox_robust_acc" in res else ""
     print(f"{tc['method']}: clean acc {res['clean_acc_ensemble']:.1f}%, transfer rate "
           f"{res['mean_transfer']:.1f}%, individual robust acc {res['mean_robust_acc']:.1f}%{bb} -> {out}/eval.json")
-    return 0
-
-
-def _reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    fn = partial(reproduce, seeds=cfg.seeds, data=cfg.data, threads=cfg.threads, quiet=cfg.quiet)
-    rep = run_reproduction("lotos", fn, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(rep.claims))
-    print(f"lotos: {sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold in {rep.seconds:.0f} s "
-          f"-> {cfg.out}/results.json")
     return 0
 
 
@@ -116,13 +100,13 @@ def _demo(cfg: DemoConfig) -> int:
 COMMANDS = {
     "train": Command(TrainConfig, _train, "train an orig / clip / lotos ensemble (checkpoints, --resume)"),
     "evaluate": Command(EvalConfig, _evaluate, "clean acc, transferability, black-box robust acc, cross gains"),
-    "reproduce": Command(ReproduceConfig, _reproduce, "train the three arms + surrogate and report the claims"),
+    "reproduce": reproduce_command("lotos", "iclr25.lotos.reproduce:reproduce", __version__, config=ReproduceConfig,
+                                   help="train the three arms + surrogate and report the claims"),
     "demo": Command(DemoConfig, _demo, "PowerQR vs FFT vs dense SVD on a toy conv; toy LOTOS penalty values"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-lotos``; returns the exit code."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     return run_cli("iclr25-lotos", "LOTOS (ICLR 2025): layer-wise orthogonalization for robust ensembles.",
-                   COMMANDS, argv)
+                   COMMANDS, argv, version=__version__)

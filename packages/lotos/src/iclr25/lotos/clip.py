@@ -7,13 +7,23 @@ Paper §3 / App. (the ``C = 1`` baseline and the clipping part of LOTOS), offici
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
 from torch import Tensor, nn
 
-from .spectral import gram_operator, linear_operator, power_qr, power_qr_step
+from .spectral import (
+    conv_singular_values_fft,
+    explicit_matrix,
+    gram_operator,
+    linear_operator,
+    power_qr,
+    power_qr_step,
+    ritz_power_qr,
+)
 
-__all__ = ["SpectralClip", "spectral_layers", "wrap_layers", "refresh_vectors"]
+__all__ = ["SpectralClip", "spectral_layers", "wrap_layers", "refresh_vectors", "true_top_singular",
+           "spectral_report", "final_clip_"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +50,13 @@ class SpectralClip(nn.Module):
         track: run PowerQR in training forwards.
         power_every: run the PowerQR step every this many training forwards (1 = code).
         init_iters: PowerQR iterations at initialisation (code: 100).
-        refresh_iters: PowerQR iterations after a clip event (code: 10, from ``U[0,1)`` noise).
+        refresh_iters: PowerQR iterations after a clip event (code: 10).
+        refresh: how ``V`` is recomputed after a clip event: ``"warm"`` (default; a block of the
+            current ``V`` plus 2 noise vectors, ``refresh_iters`` PowerQR iterations and a
+            Rayleigh-Ritz step, so a direction that overtook the clipped one is found) or ``"code"``
+            (the official code: ``U[0,1)`` noise, ``refresh_iters`` iterations; the estimate runs low).
+            The warm refresh runs ``min(refresh_iters, 3)`` iterations: it starts from the current
+            vector, and the per-forward PowerQR steps refine it afterwards.
         seed: seed of the initial noise.
 
     Buffers (in ``state_dict``): ``V``, ``sigma``, ``n_forward``.
@@ -48,10 +64,15 @@ class SpectralClip(nn.Module):
 
     def __init__(self, module: nn.Module, clip: float | None = 1.0, k: int = 1, clip_every: int = 100,
                  opt_steps: int = 1, step_size: float = 0.35, exact: bool = True, track: bool = True,
-                 power_every: int = 1, init_iters: int = 100, refresh_iters: int = 10, seed: int = 0):
+                 power_every: int = 1, init_iters: int = 100, refresh_iters: int = 10, seed: int = 0,
+                 refresh: str = "warm"):
         super().__init__()
-        if clip is not None and clip <= 0:
-            raise ValueError(f"clip must be > 0 (or None), got {clip}")
+        if clip is not None and not (math.isfinite(clip) and clip > 0):
+            raise ValueError(f"clip must be finite and > 0 (or None), got {clip}")
+        if refresh not in ("warm", "code"):
+            raise ValueError(f"refresh must be 'warm' or 'code', got {refresh!r}")
+        if not (math.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be finite and > 0, got {step_size}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if clip_every < 1 or power_every < 1:
@@ -69,6 +90,9 @@ class SpectralClip(nn.Module):
         self.power_every = power_every
         self.init_iters = init_iters
         self.refresh_iters = refresh_iters
+        self.refresh = refresh
+        #: PowerQR iterations of the warm refresh (it starts from the current vector, so fewer suffice)
+        self.warm_refresh_iters = max(1, min(refresh_iters, 3))
         self.seed = seed
         self.register_buffer("V", torch.empty(0))
         self.register_buffer("sigma", torch.zeros(k))
@@ -179,10 +203,23 @@ class SpectralClip(nn.Module):
                     loss = (out - target).pow(2).sum()
                 (g,) = torch.autograd.grad(loss, wv)
             w.sub_(self.step_size * g)
-        V, s = power_qr(self.op, self._noise(uniform=True), self.refresh_iters, gram_operator(self.module))
+        self.refresh_vectors_after_clip()
+        return True
+
+    @torch.no_grad()
+    def refresh_vectors_after_clip(self) -> None:
+        """Recompute ``V``/``sigma`` after the weight changed (see ``refresh``)."""
+        gram = gram_operator(self.module)
+        if self.refresh == "code":
+            V, s = power_qr(self.op, self._noise(uniform=True), self.refresh_iters, gram)
+        else:
+            d = self.V[0].numel()
+            extra = min(2, d - self.k)
+            noise = torch.randn(extra, *self.in_shape, generator=self._gen).to(self.V)
+            block = torch.cat([self.V, noise])
+            V, s = ritz_power_qr(self.op, block, self.warm_refresh_iters, gram, k=self.k)
         self.V.copy_(V)
         self.sigma.copy_(s)
-        return True
 
     @torch.no_grad()
     def exact_clip_(self) -> None:
@@ -222,7 +259,8 @@ class SpectralClip(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"clip={self.clip}, k={self.k}, clip_every={self.clip_every}, "
-                f"opt_steps={self.opt_steps}, step_size={self.step_size}, exact={self.exact}")
+                f"opt_steps={self.opt_steps}, step_size={self.step_size}, exact={self.exact}, "
+                f"refresh={self.refresh}")
 
 
 def spectral_layers(model: nn.Module, layers: str = "conv") -> list[SpectralClip]:
@@ -273,3 +311,109 @@ def refresh_vectors(model: nn.Module, n_iters: int = 20) -> None:
             V, s = power_qr(m.op, m.V, n_iters, gram_operator(m.module))
             m.V.copy_(V)
             m.sigma.copy_(s)
+
+
+def true_top_singular(layer: SpectralClip, *, max_entries: float = 3e7, tol: float = 1e-9,
+                      max_iters: int = 5000) -> tuple[float, str]:
+    """The true top singular value ``σ_1`` of a wrapped layer's operator (at its tracked input
+    shape), not the tracked estimate.
+
+    Method, in order: dense SVD of the weight (``nn.Linear``); the exact FFT formula (stride-1 conv
+    with circular padding); the dense SVD of the explicit operator matrix (zero-padded or strided
+    conv with ``d_in · d_out <= max_entries``, in float64); otherwise a block PowerQR with
+    ``k + 4`` vectors (warm-started from ``V`` plus noise) iterated until ``σ_1`` changes by less
+    than ``tol`` (relative).
+
+    Returns:
+        ``(sigma_1, method)`` with ``method`` in ``{"dense_svd", "fft", "explicit_svd", "power_qr"}``.
+
+    Raises:
+        RuntimeError: the layer has seen no input yet (its input shape is unknown).
+    """
+    m = layer.module
+    if isinstance(m, nn.Linear):
+        return float(torch.linalg.svdvals(m.weight.detach().double())[0]), "dense_svd"
+    if not layer.initialized:
+        raise RuntimeError("true_top_singular: the layer has seen no input; run a forward first")
+    shape = layer.in_shape
+    if isinstance(m, nn.Conv2d) and m.padding_mode == "circular" and tuple(m.stride) == (1, 1):
+        return float(conv_singular_values_fft(m.weight, tuple(shape[1:]))[0]), "fft"
+    d_in = int(torch.tensor(shape).prod())
+    with torch.no_grad():
+        d_out = int(layer.op(layer.V[:1]).numel())
+    if d_in * d_out <= max_entries:
+        import copy
+
+        m64 = copy.deepcopy(m).double()
+        M = explicit_matrix(linear_operator(m64), shape, dtype=torch.float64, device=m.weight.device)
+        G = M @ M.T if M.shape[0] <= M.shape[1] else M.T @ M  # the smaller Gram: same top eigenvalue
+        return float(torch.linalg.eigvalsh(G)[-1].clamp_min(0).sqrt()), "explicit_svd"
+    gen = torch.Generator().manual_seed(12345)
+    with torch.no_grad():
+        extra = torch.randn(4, *shape, generator=gen).to(layer.V)
+        V = torch.cat([layer.V, extra])
+        gram = gram_operator(m)
+        prev = None
+        for _ in range(max_iters):
+            V, s = power_qr_step(layer.op, V, gram)
+            if prev is not None and abs(float(s[0]) - prev) <= tol * max(prev, 1e-12):
+                break
+            prev = float(s[0])
+    return float(s[0]), "power_qr"
+
+
+def spectral_report(model: nn.Module, *, layers: str = "all", **kwargs) -> list[dict]:
+    """The true ``σ_1`` of every wrapped layer of ``model`` beside its tracked estimate.
+
+    Args:
+        model: a model with :class:`SpectralClip` wrappers that has seen a training forward.
+        layers: ``"all"`` or ``"conv"``.
+        **kwargs: passed to :func:`true_top_singular`.
+
+    Returns:
+        One dict per layer: ``{"layer", "kind", "in_shape", "clip", "tracked", "true", "method",
+        "true_over_clip"}`` (floats; ``true_over_clip`` is ``None`` for unclipped layers).
+    """
+    out = []
+    for i, layer in enumerate(spectral_layers(model, layers)):
+        true, method = true_top_singular(layer, **kwargs)
+        out.append({"layer": i, "kind": type(layer.module).__name__,
+                    "in_shape": list(layer.in_shape) if layer.initialized else None,
+                    "clip": layer.clip, "tracked": float(layer.sigma[0]) if layer.initialized else None,
+                    "true": true, "method": method,
+                    "true_over_clip": true / layer.clip if layer.clip else None})
+    return out
+
+
+@torch.no_grad()
+def final_clip_(model: nn.Module, *, tol: float = 1e-3, **kwargs) -> list[dict]:
+    """The final exact clip pass: every clipped layer whose **true** ``σ_1``
+    (:func:`true_top_singular`) exceeds ``C·(1 + tol)`` is rescaled, ``W ← (C/σ_1)·W`` (bias
+    unchanged), so its operator norm is exactly ``C``; ``V``/``sigma`` are refreshed.
+
+    FastClip events are rank-one: they lower the tracked direction only, and after training the top
+    of the spectrum is flat (hundreds of singular values within a few percent of ``σ_1``), so no
+    number of rank-one events bounds ``σ_1`` at the end of a run. This pass is our addition (issue
+    17); it is applied to every clipped arm alike.
+
+    Returns:
+        One dict per clipped layer: ``{"layer", "kind", "true_before", "true_after", "scale",
+        "method"}``.
+    """
+    out = []
+    for i, layer in enumerate(spectral_layers(model, "all")):
+        if layer.clip is None:
+            continue
+        before, method = true_top_singular(layer, **kwargs)
+        scale = 1.0
+        if before > layer.clip * (1.0 + tol):
+            scale = layer.clip / before
+            layer.module.weight.mul_(scale)
+            if layer.initialized:
+                V, s = ritz_power_qr(layer.op, layer.V, 5, gram_operator(layer.module), k=layer.k)
+                layer.V.copy_(V)
+                layer.sigma.copy_(s)
+        after = true_top_singular(layer, **kwargs)[0] if scale != 1.0 else before
+        out.append({"layer": i, "kind": type(layer.module).__name__, "true_before": before, "true_after": after,
+                    "scale": scale, "method": method})
+    return out

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = ["TrainConfig", "EvalConfig", "ReproduceConfig", "DemoConfig", "METHODS"]
 
 METHODS = ("orig", "clip", "lotos")
 
 
-@dataclass
-class TrainConfig:
+@dataclass(kw_only=True)
+class TrainConfig(CommonOptions, SeedOption):
     """Train an ensemble with one of the three arms ``orig`` / ``clip`` / ``lotos`` (Eq. 4)."""
 
     method: Literal["orig", "clip", "lotos"] = "lotos"
@@ -68,6 +72,14 @@ class TrainConfig:
     """Step size of the clip steps (code: 0.35)."""
     clip_exact: bool = True
     """Code's "exact" mode: also raise σ_1 towards C when it is ≥ 0.05 below it."""
+    refresh: Literal["warm", "code"] = "warm"
+    """How the tracked vector is recomputed after a clip event: warm (block of the current vector plus
+    noise, 10 PowerQR iterations, Rayleigh-Ritz; finds a direction that overtook the clipped one) or
+    code (the official code: fresh U[0,1) noise, 10 iterations; its estimate runs below the true σ_1)."""
+    final_clip: Literal["rescale", "none"] = "rescale"
+    """After training, rescale every clipped layer whose true σ_1 (exact SVD/FFT) exceeds C so that
+    σ_1 = C exactly (our addition: rank-one FastClip events cannot hold σ_1 when the top of the
+    spectrum is flat); none: leave the weights as training ends."""
     clip_at_init: bool = False
     """Before training, repeat clip events on every layer until σ_1 ≈ C (at most 50 per layer).
     Not in the paper's description; the CPU presets use it because the short runs have too few
@@ -76,18 +88,16 @@ class TrainConfig:
     """PowerQR step every this many training forwards (code: 1)."""
     skip_penalty_steps: bool = True
     """As the code: no LOTOS term at the first step, the last batch of an epoch and step % 200 == 199."""
-    seed: int = 0
-    """Seed of model initialisation and data order (identical across arms)."""
-    device: str = "auto"
-    """``auto``, ``cpu``, ``cuda``, ``cuda:1``, ...; ``accelerate`` to use HF accelerate (multi-GPU)."""
-    out: Path = Path("runs/lotos")
-    """Output folder: config.json, metrics.jsonl, checkpoint.pt, models.pt."""
+    accelerate: bool = False
+    """Train under HF accelerate (launch with `accelerate launch`): data sharded over processes,
+    gradients averaged (extra [full]). `--device accelerate` (0.1) still works, with a warning."""
     resume: bool = False
     """Continue from ``out/checkpoint.pt`` (saved after every epoch)."""
-    quiet: bool = False
-    """No progress bar."""
 
     def __post_init__(self) -> None:
+        if self.device == "accelerate":
+            warnings.warn("--device accelerate is deprecated; use --accelerate", FutureWarning, stacklevel=3)
+            self.device, self.accelerate = "auto", True
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.num_models < 1:
@@ -95,21 +105,33 @@ class TrainConfig:
         if self.method == "lotos" and self.num_models < 2:
             raise ValueError(f"num_models={self.num_models}: LOTOS needs an ensemble of at least 2 models "
                              "(the penalty is between pairs of members); use --num-models 3")
-        for f in ("epochs", "batch_size", "clip_every", "power_every", "k"):
+        for f in ("epochs", "batch_size", "clip_every", "power_every", "k", "width", "clip_opt_iter"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
-        if self.clip <= 0:
-            raise ValueError(f"clip must be > 0, got {self.clip}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        checks = {"clip": (lambda v: v > 0, "> 0"), "lr": (lambda v: v > 0, "> 0"),
+                  "momentum": (lambda v: 0 <= v < 1, "in [0, 1)"), "weight_decay": (lambda v: v >= 0, ">= 0"),
+                  "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "mal": (lambda v: v >= 0, ">= 0"),
+                  "lam": (lambda v: v >= 0, ">= 0"), "clip_step": (lambda v: v > 0, "> 0")}
+        for f, (ok, rule) in checks.items():
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
+                raise ValueError(f"{f}={v!r} must be finite and {rule}")
+        if self.n_train is not None and self.n_train < 10:
+            raise ValueError(f"n_train={self.n_train} must be >= 10 (or omitted for all images)")
+        if self.image_size is not None and self.image_size < 8:
+            raise ValueError(f"image_size={self.image_size} must be >= 8 (or omitted)")
+        if self.method == "lotos" and self.mal >= self.clip:
+            warnings.warn(f"mal={self.mal} >= clip={self.clip}: every clipped layer has ||A v|| <= C <= mal, so "
+                          "the LOTOS penalty max(0, ||A_j v_i|| - mal) is always 0 and the lotos arm equals the "
+                          "clip arm; use mal < C (paper: mal 0.8 with C 1)", UserWarning, stacklevel=3)
 
     @property
     def clipped(self) -> bool:
         return self.method in ("clip", "lotos")
 
 
-@dataclass
-class EvalConfig:
+@dataclass(kw_only=True)
+class EvalConfig(CommonOptions, SeedOption):
     """Evaluate a trained ensemble: clean accuracy, within-ensemble transferability (Def. 3.2),
     individual robust accuracy, black-box robust accuracy against a surrogate, cross gains."""
 
@@ -125,40 +147,33 @@ class EvalConfig:
     """PGD step (default eps/10, paper)."""
     n_test: int | None = 500
     """Number of test images (class-balanced subset; None = all)."""
-    seed: int = 0
-    """Seed of the PGD random start."""
-    device: str = "auto"
-    """Device."""
-    out: Path | None = None
-    """Where to write eval.json / eval.md (default: the ensemble folder)."""
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.eps <= 1.0):
+        if not (math.isfinite(self.eps) and 0.0 <= self.eps <= 1.0):
             raise ValueError(f"eps={self.eps} is outside [0, 1] (pixel units; paper: 0.04)")
+        if self.steps < 1:
+            raise ValueError(f"steps={self.steps} must be >= 1")
+        if self.step_size is not None and not (math.isfinite(self.step_size) and self.step_size > 0):
+            raise ValueError(f"step_size={self.step_size} must be finite and > 0")
+        if self.n_test is not None and self.n_test < 1:
+            raise ValueError(f"n_test={self.n_test} must be >= 1")
 
 
-@dataclass
-class ReproduceConfig:
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
     """Train orig / clip / lotos ensembles and a surrogate with identical seeds and data order; report
-    the paper's claims (results.json / results.md)."""
+    the paper's claims (results.json / results.md). Seeds: quick 0 1, full 0 1 2 (--seeds to change)."""
 
     threads: int | None = 1
     """torch threads (1 is faster than 2 on a shared 2-core machine); None = torch default."""
-    quiet: bool = False
-    """No progress bar."""
-
-    quick: bool = False
-    """CPU quick mode (≈ 3 min on 2 cores)."""
-    out: Path = Path("results/lotos")
-    """Output folder."""
-    seeds: int = 1
-    """Number of seeds (full run default 1; 3 takes ≈ 3× as long)."""
     data: Literal["cifar10-subset", "digits"] = "cifar10-subset"
     """Data set (digits: the small fallback without the mirror)."""
+    workers: int | None = None
+    """Processes the seeds run in (default min(#seeds, #CPUs), one torch thread each; 1: in-process)."""
 
 
-@dataclass
-class DemoConfig:
+@dataclass(kw_only=True)
+class DemoConfig(CommonOptions, SeedOption):
     """PowerQR vs. FFT vs. dense SVD on a toy conv, and toy LOTOS penalty values."""
 
     n: int = 8
@@ -167,7 +182,6 @@ class DemoConfig:
     """Input channels of the toy conv."""
     c_out: int = 3
     """Output channels of the toy conv."""
-    seed: int = 0
-    """Seed of the random kernel."""
+
     top: int = 5
     """How many singular values to print."""

@@ -27,8 +27,7 @@ __all__ = [
     "layer_top_singular",
     "explicit_matrix",
     "conv_singular_values_fft",
-    "dense_singular_values",
-]
+    "dense_singular_values", "ritz_power_qr"]
 
 LinearOp = Callable[[Tensor], Tensor]
 
@@ -273,3 +272,34 @@ def dense_singular_values(W: Tensor) -> Tensor:
     if W.dim() != 2:
         raise ValueError(f"W must be a matrix (out, in), got shape {tuple(W.shape)}")
     return torch.linalg.svdvals(W.detach())
+
+
+@torch.no_grad()
+def ritz_power_qr(op: LinearOp, V0: Tensor, n_iters: int, gram: Callable[[Tensor], Tensor] | None = None,
+                  k: int | None = None) -> tuple[Tensor, Tensor]:
+    """Block PowerQR from ``V0`` followed by a Rayleigh-Ritz step: the block is rotated to the
+    eigenvectors of its ``b × b`` Gram matrix ``(A V)(A V)ᵀ``, so the returned vectors are ordered by
+    their Ritz values even when the spectrum is flat (plain PowerQR keeps the starting order then).
+
+    Args:
+        op: linear map ``(b, *in_shape) -> (b, *out_shape)``.
+        V0: ``(b, *in_shape)`` starting block (e.g. the previous vectors plus a few noise vectors).
+        n_iters: PowerQR iterations before the Ritz step (``>= 1``).
+        gram: optional closed-form ``AᵀA``.
+        k: keep the top ``k`` (default all ``b``).
+
+    Returns:
+        ``(V (k, *in_shape), sigma (k,))``, orthonormal rows, ``sigma`` decreasing (Ritz values:
+        lower bounds of the top singular values that converge as ``n_iters`` grows).
+    """
+    b = V0.shape[0]
+    k = b if k is None else k
+    V, _ = power_qr(op, V0, n_iters, gram)
+    flat = V.reshape(b, -1)
+    AV = op(V).reshape(b, -1)
+    G = (AV @ AV.T).double()
+    evals, evecs = torch.linalg.eigh(G)
+    order = torch.argsort(evals, descending=True)[:k]
+    rot = evecs[:, order].T.to(flat.dtype)  # (k, b)
+    Vr = (rot @ flat).reshape(k, *V.shape[1:]).contiguous()
+    return Vr, evals[order].clamp_min(0).sqrt().to(flat.dtype)

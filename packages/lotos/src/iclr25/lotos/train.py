@@ -61,7 +61,8 @@ def augment(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
 def model_spec(cfg: TrainConfig, data: ImageData) -> dict[str, Any]:
     """Everything needed to rebuild a member (saved in config.json)."""
     clip_kwargs = dict(k=cfg.k, clip_every=cfg.clip_every, opt_steps=cfg.clip_opt_iter,
-                       step_size=cfg.clip_step, exact=cfg.clip_exact, power_every=cfg.power_every)
+                       step_size=cfg.clip_step, exact=cfg.clip_exact, power_every=cfg.power_every,
+                       refresh=cfg.refresh)
     return dict(arch=cfg.arch, num_classes=data.num_classes, in_ch=data.in_ch, width=cfg.width,
                 clip=cfg.clip if cfg.clipped else None, clip_kwargs=clip_kwargs,
                 mean=list(data.mean), std=list(data.std))
@@ -130,7 +131,7 @@ def _lr_lambda(cfg: TrainConfig, steps_per_epoch: int):
 
 def _cfg_json(cfg: TrainConfig) -> dict[str, Any]:
     d = dataclasses.asdict(cfg)
-    d["out"] = str(d["out"])
+    d["out"] = str(d["out"]) if d.get("out") is not None else None
     return d
 
 
@@ -153,18 +154,33 @@ def load_ensemble(folder: str | Path, device: str = "cpu") -> tuple[list[nn.Modu
     if not cfg_p.is_file() or not mod_p.is_file():
         raise FileNotFoundError(f"{folder} is not a trained ensemble: needs config.json and models.pt "
                                 "(run `iclr25-lotos train --out DIR` first)")
-    meta = json.loads(cfg_p.read_text())
-    state = torch.load(mod_p, map_location=device, weights_only=True)
+    try:
+        meta = json.loads(cfg_p.read_text())
+        spec = meta["model"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{cfg_p}: not a config written by `iclr25-lotos train` ({type(e).__name__}: {e})") from None
+    try:
+        state = torch.load(mod_p, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - a truncated, corrupt or pickled-object file
+        raise ValueError(f"{mod_p} cannot be read as a weights-only checkpoint ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200]}); it is corrupt or not written by `iclr25-lotos train`. "
+                         "Only tensors are loaded (weights_only=True): pickled objects are refused") from None
+    if not isinstance(state, dict) or not isinstance(state.get("models"), list):
+        raise ValueError(f"{mod_p}: expected {{'models': [state_dict, ...]}}, got {type(state).__name__}")
     models = []
     for a, sd in enumerate(state["models"]):
-        m = _build(meta["model"], a).to(device)
-        m.load_state_dict(sd)
+        m = _build(spec, a).to(device)
+        try:
+            m.load_state_dict(sd)
+        except (RuntimeError, KeyError, TypeError) as e:
+            raise ValueError(f"{mod_p}: member {a} does not fit the architecture in {cfg_p.name} "
+                             f"({str(e).splitlines()[0][:200]})") from None
         models.append(m.eval())
     return models, meta
 
 
 def _device(cfg: TrainConfig):
-    if cfg.device == "accelerate":
+    if cfg.accelerate:
         from accelerate import Accelerator  # optional [full] extra
 
         acc = Accelerator()
@@ -190,12 +206,12 @@ def train_ensemble(cfg: TrainConfig, data: ImageData | None = None) -> list[nn.M
     Raises:
         FileNotFoundError: ``resume`` without a checkpoint in ``cfg.out``.
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress
 
     device, acc = _device(cfg)
     rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
     data = data or load_data(cfg.data, cfg.n_train, image_size=cfg.image_size)
-    out = Path(cfg.out)
+    out = Path(cfg.out) if cfg.out is not None else Path("runs") / "lotos" / "train"
     out.mkdir(parents=True, exist_ok=True)
     spec = model_spec(cfg, data)
     models = [m.to(device) for m in build_ensemble(spec, cfg.num_models, cfg.seed)]
@@ -232,8 +248,8 @@ def train_ensemble(cfg: TrainConfig, data: ImageData | None = None) -> list[nn.M
             perm = torch.randperm(n, generator=g).to(device)
             agg = {"ce": 0.0, "penalty": 0.0, "acc": 0.0}
             t0 = time.perf_counter()
-            bar = tqdm(range(spe), desc=f"{cfg.method} epoch {epoch + 1}/{cfg.epochs}", leave=False,
-                       disable=cfg.quiet or rank != 0)
+            bar = progress(range(spe), desc=f"{cfg.method} epoch {epoch + 1}/{cfg.epochs}",
+                           quiet=True if (cfg.quiet or rank != 0) else None)
             for i in bar:
                 idx = perm[i * cfg.batch_size:(i + 1) * cfg.batch_size]
                 if world > 1:
@@ -269,6 +285,32 @@ def train_ensemble(cfg: TrainConfig, data: ImageData | None = None) -> list[nn.M
             metrics_f.close()
     for m in models:
         m.eval()
+    if cfg.clipped:
+        report = _final_spectra(models, xtr[:2], cfg)
+        if rank == 0:
+            (out / "spectral.json").write_text(json.dumps(report, indent=2))
+            worst = max(r["true_after"] / cfg.clip for mm in report["members"] for r in mm)
+            log.info("true sigma_1 / C after training: max %.4f (final clip: %s)", worst, cfg.final_clip)
     if rank == 0:
         save_ensemble(models, out / "models.pt")
     return models
+
+
+def _final_spectra(models: list[nn.Module], x: Tensor, cfg: TrainConfig) -> dict[str, Any]:
+    """True σ_1 of every clipped layer at the end of training (and after the final clip pass)."""
+    from .clip import final_clip_, spectral_report
+
+    members = []
+    for m in models:
+        m.train()
+        m(x)  # a forward with tracking: every wrapper knows its input shape
+        m.eval()
+        if cfg.final_clip == "rescale":
+            rows = final_clip_(m)
+        else:
+            rows = [{"layer": r["layer"], "kind": r["kind"], "true_before": r["true"], "true_after": r["true"],
+                     "scale": 1.0, "method": r["method"]} for r in spectral_report(m) if r["clip"]]
+        members.append(rows)
+    return {"clip": cfg.clip, "final_clip": cfg.final_clip, "members": members,
+            "max_true_over_clip_before": max(r["true_before"] for mm in members for r in mm) / cfg.clip,
+            "max_true_over_clip_after": max(r["true_after"] for mm in members for r in mm) / cfg.clip}
