@@ -81,6 +81,19 @@ class _PeftPolicy(torch.nn.Module):
         self.peft_model = peft_model
 
     # --- forwards -------------------------------------------------------------------------------
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor, *,
+                method: str = "q-adapter", dpo_beta: float = 0.1) -> tuple[torch.Tensor, dict[str, float]]:
+        """The training loss of one collated batch (first half chosen, second half rejected), ``[2B, L]``
+        each; returns ``(scalar loss, stats)`` (see :func:`iclr25.q_adapter.trainer.preference_step_loss`).
+
+        The loss is the module's forward so that a DDP wrapper (``accelerator.prepare``) sees it and
+        all-reduces the LoRA gradients across processes.
+        """
+        from .trainer import preference_step_loss
+
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask}
+        return preference_step_loss(self, batch, method, dpo_beta)
+
     def adapter_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits with the adapter on, ``[B, L, V]`` float32 (``Q`` for Q-Adapter)."""
         return self.peft_model(**_inputs(input_ids, attention_mask)).logits.float()
