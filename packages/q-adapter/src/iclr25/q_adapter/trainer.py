@@ -220,8 +220,14 @@ class PreferenceTrainer:
         return True
 
     # --- loop ----------------------------------------------------------------------------------
-    def train(self, *, resume: bool = False) -> list[dict[str, float]]:
-        """Run the optimisation; returns the per-step stats (also in ``metrics.jsonl``)."""
+    def train(self, *, resume: bool = False, on_step=None) -> list[dict[str, float]]:
+        """Run the optimisation; returns the per-step stats (also in ``metrics.jsonl``).
+
+        Args:
+            resume: continue from ``checkpoint/`` when there is one.
+            on_step: ``on_step(step, record)`` called after each optimiser step (e.g. an evaluation for
+                an accuracy-vs-steps curve; the model is put back in train mode after it).
+        """
         from iclr25.core.progress import progress
 
         if resume and not self.load_checkpoint():
@@ -273,6 +279,9 @@ class PreferenceTrainer:
                         bar.update(1)
                         if self.step % max(1, self.cfg.log_every) == 0:
                             bar.set_postfix(loss=f"{rec['loss']:.4f}")
+                    if on_step is not None:
+                        on_step(self.step, rec)
+                        self.model.train()
                     if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
                         self.save_checkpoint()
                     if self.step >= self.total_steps:
