@@ -46,7 +46,7 @@ def test_train_generate_resume(tmp_path, local_base):
     common = ["--data", str(data), "--base", str(local_base), "--out", str(out), "--batch-size", "2",
               "--max-length", "24", "--max-prompt-length", "8", "--quiet"]
     r = _run("train", *common, "--epochs", "1")
-    assert "trained q-adapter on 6 pairs: 3 steps" in r.stdout
+    assert "trained q-adapter on 6 pairs (1 process(es)): 3 steps" in r.stdout
     assert (out / "adapter" / "adapter_config.json").is_file()
     assert main(["train", *common, "--epochs", "2", "--resume"]) == 0
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
