@@ -109,7 +109,7 @@ def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None 
     Returns: ``(model, tokenizer)`` — ``GPT2LMHeadModel`` in eval mode and a fast tokenizer.
     Raises: :class:`iclr25.core.data.DataNotFoundError` when the mirrored text is absent.
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as _progress
 
     from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
 
@@ -128,7 +128,7 @@ def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None 
         opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     rng = np.random.default_rng(cfg.seed)
     model.train()
-    bar = tqdm(range(cfg.steps), desc="pre-train base", disable=not progress, leave=False)
+    bar = _progress(range(cfg.steps), desc="pre-train base", unit="step", quiet=None if progress else True)
     L = cfg.seq_len
     for _ in bar:
         starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)
