@@ -80,7 +80,11 @@ def test_evaluate_on_dsp(tmp_path, local_base, need_file, capsys):
                  "--quiet"]) == 0
     capsys.readouterr()
     assert main(["evaluate", "--adapter", str(out / "adapter"), "--base", str(local_base), "--max-pairs", "4",
-                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet"]) == 0
-    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet",
+                 "--out", str(tmp_path / "eval")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    res = json.loads(lines[-2])
+    assert lines[-1].startswith("pair accuracy ")
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text()) == res
     assert set(res) == {"pair_accuracy", "base_pair_accuracy", "general_nll", "base_general_nll", "forgetting"}
     assert 0 <= res["pair_accuracy"] <= 1 and res["general_nll"] > 0
