@@ -43,10 +43,10 @@ def test_train_generate_resume(tmp_path, local_base):
     data.write_text("\n".join(json.dumps({"prompt": f"Q{i}:", "chosen": f" yes {i}", "rejected": f" no {i}!"})
                               for i in range(6)) + "\n")
     out = tmp_path / "run"
-    common = ["--data", str(data), "--base", str(local_base), "--output-dir", str(out), "--batch-size", "2",
+    common = ["--data", str(data), "--base", str(local_base), "--out", str(out), "--batch-size", "2",
               "--max-length", "24", "--max-prompt-length", "8", "--quiet"]
     r = _run("train", *common, "--epochs", "1")
-    assert "trained q-adapter on 6 pairs: 3 steps" in r.stdout
+    assert "trained q-adapter on 6 pairs (1 process(es)): 3 steps" in r.stdout
     assert (out / "adapter" / "adapter_config.json").is_file()
     assert main(["train", *common, "--epochs", "2", "--resume"]) == 0
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -60,7 +60,7 @@ def test_bad_input_is_an_error_not_a_traceback(tmp_path, local_base, capsys):
 
     data = tmp_path / "bad.jsonl"
     data.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\nnot json\n')
-    code = main(["train", "--data", str(data), "--base", str(local_base), "--output-dir", str(tmp_path / "o"),
+    code = main(["train", "--data", str(data), "--base", str(local_base), "--out", str(tmp_path / "o"),
                  "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
@@ -75,12 +75,16 @@ def test_evaluate_on_dsp(tmp_path, local_base, need_file, capsys):
     from iclr25.q_adapter.cli import main
 
     out = tmp_path / "run"
-    assert main(["train", "--data", "dsp", "--base", str(local_base), "--output-dir", str(out), "--max-pairs", "4",
+    assert main(["train", "--data", "dsp", "--base", str(local_base), "--out", str(out), "--max-pairs", "4",
                  "--batch-size", "2", "--epochs", "1", "--max-length", "32", "--max-prompt-length", "16",
                  "--quiet"]) == 0
     capsys.readouterr()
     assert main(["evaluate", "--adapter", str(out / "adapter"), "--base", str(local_base), "--max-pairs", "4",
-                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet"]) == 0
-    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+                 "--n-general", "2", "--max-length", "32", "--max-prompt-length", "16", "--quiet",
+                 "--out", str(tmp_path / "eval")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    res = json.loads(lines[-2])
+    assert lines[-1].startswith("pair accuracy ")
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text()) == res
     assert set(res) == {"pair_accuracy", "base_pair_accuracy", "general_nll", "base_general_nll", "forgetting"}
     assert 0 <= res["pair_accuracy"] <= 1 and res["general_nll"] > 0

@@ -9,7 +9,9 @@ import pytest
 from iclr25.core.results import Claim
 
 NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "dsp/pair_accuracy_vs_dpo",
-         "dsp/forgetting_lt_dpo", "dsp/forgetting_lt_sft"]
+         "dsp/forgetting_lt_dpo", "dsp/forgetting_lt_sft", "dsp/pair_accuracy_vs_dpo_paper_loss",
+         "dsp/forgetting_lt_dpo_paper_loss", "dsp/forgetting_lt_sft_paper_loss",
+         "mechanism/code_regulariser_dominates_loss_at_init"]
 
 
 @pytest.mark.realdata
@@ -24,12 +26,13 @@ def test_reproduce_smoke(tmp_path, monkeypatch, need_file):
     tiny = rp.ReproSettings(base=BaseLMConfig(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3, seq_len=32,
                                               batch_size=4),
                             n_train_queries=3, n_test_queries=2, max_length=40, max_prompt_length=16,
-                            n_general=3, tabular_iters=20)
+                            n_general=3, tabular_iters=20, seeds=(0, 1), curve_points=1, curve_pairs=4)
     monkeypatch.setattr(rp, "QUICK", tiny)
     claims = rp.reproduce(True, tmp_path / "out")
     assert [c.name for c in claims] == NAMES
     assert all(isinstance(c, Claim) for c in claims)
     assert (tmp_path / "out" / "raw.json").is_file()
+    assert (tmp_path / "out" / "curve.csv").read_text().startswith("method,seed,step,pair_accuracy")
 
 
 @pytest.mark.slow

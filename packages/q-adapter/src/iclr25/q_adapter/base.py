@@ -29,7 +29,8 @@ from iclr25.core.seed import seed_everything
 
 from .data import dsp_prompt, load_dsp, load_hh_rlhf, split_queries
 
-__all__ = ["BaseLMConfig", "general_corpus", "pretrain_base", "load_base", "heldout_general_texts"]
+__all__ = ["BaseLMConfig", "general_corpus", "pretrain_base", "load_base", "heldout_general_texts", "check_context",
+           "model_context"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None 
     Returns: ``(model, tokenizer)`` — ``GPT2LMHeadModel`` in eval mode and a fast tokenizer.
     Raises: :class:`iclr25.core.data.DataNotFoundError` when the mirrored text is absent.
     """
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as _progress
 
     from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
 
@@ -127,7 +128,7 @@ def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None 
         opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     rng = np.random.default_rng(cfg.seed)
     model.train()
-    bar = tqdm(range(cfg.steps), desc="pre-train base", disable=not progress, leave=False)
+    bar = _progress(range(cfg.steps), desc="pre-train base", unit="step", quiet=None if progress else True)
     L = cfg.seq_len
     for _ in bar:
         starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)
@@ -156,26 +157,58 @@ def embedded_base_dir(cfg: BaseLMConfig = QUICK_BASE) -> Path:
     return cache_dir() / "q-adapter" / f"base-{cfg.key()}"
 
 
-def load_base(base: str = "embedded", *, quick: bool = True, device: str = "cpu",
-              cfg: BaseLMConfig | None = None) -> tuple[Any, Any]:
+def model_context(model: Any) -> int | None:
+    """The model's context length in tokens (``n_positions`` / ``max_position_embeddings``), or None."""
+    conf = getattr(model, "config", None)
+    for name in ("n_positions", "max_position_embeddings", "n_ctx", "max_sequence_length"):
+        v = getattr(conf, name, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def check_context(model: Any, max_length: int) -> None:
+    """Raise ``ValueError`` when ``max_length`` exceeds the model's context (it would index past the
+    position embeddings)."""
+    ctx = model_context(model)
+    if ctx is not None and max_length > ctx:
+        raise ValueError(f"--max-length {max_length} exceeds the model's context of {ctx} tokens; "
+                         f"use --max-length {ctx} or less")
+
+
+def load_base(base: str = "embedded", *, quick: bool = True, device: str = "auto",
+              cfg: BaseLMConfig | None = None, dtype: str = "auto", device_map: str | None = None,
+              load_in_4bit: bool = False, load_in_8bit: bool = False, gradient_checkpointing: bool = False,
+              trust_remote_code: bool = False) -> tuple[Any, Any]:
     """Load the base LM ``pi_1`` and its tokenizer.
 
     Args:
         base: ``"embedded"`` (the tiny pre-trained GPT-2; built and cached on first use), a local folder,
-            or a Hugging Face model id.
+            or a Hugging Face model id (loaded with :func:`iclr25.core.lm.load_causal_lm`).
         quick: with ``"embedded"``: the quick (2-layer) or full (4-layer) size.
-        device: torch device.
+        device: ``auto|cpu|cuda|cuda:N|mps`` (ignored with ``device_map``).
         cfg: explicit embedded-base config (overrides ``quick``).
+        dtype, device_map, load_in_4bit, load_in_8bit, gradient_checkpointing, trust_remote_code: as in
+            :func:`iclr25.core.lm.load_causal_lm` (for 7-8B models: ``dtype="bfloat16"``,
+            ``device_map="auto"`` or 4-bit for QLoRA-style training).
     Returns:
-        ``(model, tokenizer)``; the tokenizer has a pad token (EOS when it had none).
+        ``(model, tokenizer)`` in eval mode; the tokenizer has a pad token (EOS when it had none).
     Raises:
-        ValueError: the model has no causal-LM head.
+        iclr25.core.lm.ModelNotFoundError: a missing folder / id (offline: no download attempted).
+        ValueError: the model has no causal-LM head; quantisation or a device map for the embedded base.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from iclr25.core.seed import choose_device
 
     from .model import check_causal_lm
 
     if base == "embedded":
+        if load_in_4bit or load_in_8bit or device_map is not None:
+            raise ValueError("--load-in-4bit/8bit and --device-map apply to a real --base model, not to the "
+                             "tiny embedded base")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from iclr25.core.lm.loading import resolve_dtype
+
         cfg = cfg or (QUICK_BASE if quick else FULL_BASE)
         d = embedded_base_dir(cfg)
         if (d / "config.json").is_file():
@@ -183,11 +216,22 @@ def load_base(base: str = "embedded", *, quick: bool = True, device: str = "cpu"
             tok = AutoTokenizer.from_pretrained(d)
         else:
             model, tok = pretrain_base(cfg, out_dir=d)
+        dt = resolve_dtype(dtype)
+        if dt != "auto":
+            model = model.to(dt)
+        if gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.config.use_cache = False
+        model = model.to(choose_device(device))
     else:
-        tok = AutoTokenizer.from_pretrained(base)
-        model = AutoModelForCausalLM.from_pretrained(base)
+        from iclr25.core.lm import load_causal_lm
+
+        model, tok = load_causal_lm(base, dtype=dtype, device=device, device_map=device_map,
+                                    load_in_4bit=load_in_4bit, load_in_8bit=load_in_8bit,
+                                    gradient_checkpointing=gradient_checkpointing,
+                                    trust_remote_code=trust_remote_code)
     check_causal_lm(model)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     model.eval()
-    return model.to(device), tok
+    return model, tok

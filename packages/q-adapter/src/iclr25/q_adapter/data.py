@@ -242,21 +242,43 @@ def load_dsp_pairs(
 
 # ------------------------------------------------------------------------------------ user JSONL
 def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
-    """Read ``{"prompt", "chosen", "rejected"}`` objects, one per line (``.jsonl`` or ``.jsonl.gz``).
+    """Read preference pairs, one JSON object per line (``.jsonl`` or ``.jsonl.gz``).
+
+    Each line is either ``{"prompt", "chosen", "rejected"}`` or an HH-RLHF dialogue pair
+    ``{"chosen", "rejected"}`` (no ``prompt``): split as in :func:`load_hh_rlhf` (prompt = up to the last
+    ``"\\n\\nAssistant:"``; pairs with an empty or identical response, or no common assistant turn, are
+    dropped and counted at WARNING).
 
     Raises:
-        ValueError: naming the file and line for malformed JSON, a missing field or an empty value.
+        ValueError: naming the file and line for malformed JSON, a missing field, an empty value or an HH
+            dialogue without an assistant turn.
     """
     p = Path(path)
-    pairs = []
+    pairs, dropped = [], {"prefix_mismatch": 0, "empty_response": 0, "identical": 0}
     for lineno, d in _read_jsonl(p):
+        if "prompt" not in d and "chosen" in d and "rejected" in d:
+            c, r = d["chosen"], d["rejected"]
+            if not isinstance(c, str) or not isinstance(r, str):
+                raise ValueError(f"{p}:{lineno}: 'chosen' and 'rejected' must be strings")
+            try:
+                pair, status = _hh_pair(c, r)
+            except ValueError as e:
+                raise ValueError(f"{p}:{lineno}: HH-RLHF line without prompt: {e}") from None
+            if pair is None:
+                dropped[status] += 1
+            else:
+                pairs.append(pair)
+            continue
         missing = [k for k in ("prompt", "chosen", "rejected") if k not in d]
         if missing:
-            raise ValueError(f"{p}:{lineno}: missing field(s) {missing}; each line needs prompt, chosen, rejected")
+            raise ValueError(f"{p}:{lineno}: missing field(s) {missing}; each line needs prompt, chosen, rejected "
+                             "(or chosen and rejected HH-RLHF dialogues)")
         try:
             pairs.append(PreferencePair(d["prompt"], d["chosen"], d["rejected"]))
         except ValueError as e:
             raise ValueError(f"{p}:{lineno}: {e}") from None
+    if any(dropped.values()):
+        log.warning("%s: dropped %d HH-RLHF pair(s) (%s)", p.name, sum(dropped.values()), dropped)
     return pairs
 
 
@@ -318,8 +340,10 @@ def tokenize_pairs(
 
     Returns: ``list[TokenizedPair]``.
     Raises:
-        ValueError: ``max_prompt_length >= max_length``, or every pair was dropped.
+        ValueError: ``max_prompt_length < 1`` or ``>= max_length``, or every pair was dropped.
     """
+    if max_prompt_length < 1:
+        raise ValueError(f"max_prompt_length must be >= 1 (0 would keep the whole prompt), got {max_prompt_length}")
     if max_prompt_length >= max_length:
         raise ValueError(f"max_prompt_length ({max_prompt_length}) must be < max_length ({max_length})")
     if not pairs:

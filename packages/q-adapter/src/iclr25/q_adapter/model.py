@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from .config import QAdapterConfig
 from .losses import action_mask, implicit_scores, policy_logits, qadapter_loss, residual_rewards
 
-__all__ = ["QAdapterModel", "LoRAPolicy", "check_causal_lm"]
+__all__ = ["QAdapterModel", "LoRAPolicy", "check_causal_lm", "kv_decode", "cache_kwarg"]
 
 log = logging.getLogger(__name__)
 QCONFIG_NAME = "qadapter_config.json"
@@ -63,6 +63,52 @@ def _lora_config(cfg: QAdapterConfig, model: Any = None):
     )
 
 
+def cache_kwarg(model: Any) -> str:
+    """The KV-cache keyword of ``model.forward``: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+@torch.no_grad()
+def kv_decode(step, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+              max_new_tokens: int = 32, do_sample: bool = False, temperature: float = 1.0, top_k: int = 0,
+              eos_token_id: int | None = None, pad_token_id: int | None = None,
+              generator: torch.Generator | None = None) -> torch.Tensor:
+    """The token loop shared by every policy (and by the throughput benchmark's unwrapped base).
+
+    Args:
+        step: ``step(ids [B, T], step_ids [B, t], attn [B, T], step_pos [B, t]) -> logits [B, V]`` for the
+            next token (``step_ids``/``step_pos`` are the tokens not yet in the caller's KV cache).
+        input_ids, attention_mask: ``[B, P]`` left-padded prompts.
+        other arguments: as in :meth:`_PeftPolicy.generate`.
+    Returns: ``[B, P + n]`` long.
+    """
+    pad = pad_token_id if pad_token_id is not None else (eos_token_id if eos_token_id is not None else 0)
+    attn = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
+    ids = input_ids
+    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+    step_ids, step_pos = ids, (attn.cumsum(-1) - 1).clamp(min=0)
+    for _ in range(max_new_tokens):
+        z = step(ids, step_ids, attn, step_pos)
+        if do_sample:
+            z = z / max(temperature, 1e-6)
+            if top_k > 0:
+                kth = z.topk(min(top_k, z.shape[-1]), dim=-1).values[:, -1:]
+                z = z.masked_fill(z < kth, float("-inf"))
+            nxt = torch.multinomial(F.softmax(z, dim=-1), 1, generator=generator).squeeze(-1)
+        else:
+            nxt = z.argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+        ids = torch.cat([ids, nxt[:, None]], dim=1)
+        last_pos = step_pos[:, -1:]
+        attn = torch.cat([attn, torch.ones_like(nxt)[:, None]], dim=1)
+        step_ids, step_pos = nxt[:, None], last_pos + 1
+        if eos_token_id is not None:
+            done |= nxt == eos_token_id
+            if bool(done.all()):
+                break
+    return ids
+
+
 class _PeftPolicy(torch.nn.Module):
     """Shared machinery: a PEFT LoRA model, forward with the adapter on/off, cached decoding, saving."""
 
@@ -81,6 +127,19 @@ class _PeftPolicy(torch.nn.Module):
         self.peft_model = peft_model
 
     # --- forwards -------------------------------------------------------------------------------
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor, *,
+                method: str = "q-adapter", dpo_beta: float = 0.1) -> tuple[torch.Tensor, dict[str, float]]:
+        """The training loss of one collated batch (first half chosen, second half rejected), ``[2B, L]``
+        each; returns ``(scalar loss, stats)`` (see :func:`iclr25.q_adapter.trainer.preference_step_loss`).
+
+        The loss is the module's forward so that a DDP wrapper (``accelerator.prepare``) sees it and
+        all-reduces the LoRA gradients across processes.
+        """
+        from .trainer import preference_step_loss
+
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask}
+        return preference_step_loss(self, batch, method, dpo_beta)
+
     def adapter_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits with the adapter on, ``[B, L, V]`` float32 (``Q`` for Q-Adapter)."""
         return self.peft_model(**_inputs(input_ids, attention_mask)).logits.float()
@@ -111,8 +170,7 @@ class _PeftPolicy(torch.nn.Module):
     def _cache_kwarg(self) -> str:
         # transformers >= 5.2x names the KV cache ``cache``; older versions ``past_key_values``
         if not hasattr(self, "_cache_kw"):
-            fwd = self.peft_model.get_base_model().forward
-            self._cache_kw = "cache" if "cache" in inspect.signature(fwd).parameters else "past_key_values"
+            self._cache_kw = cache_kwarg(self.peft_model.get_base_model())
         return self._cache_kw
 
     def _forward_path(self, path: str, ids, attn, pos, cache):
@@ -121,6 +179,9 @@ class _PeftPolicy(torch.nn.Module):
         if path == "base":
             with self.peft_model.disable_adapter():
                 out = self.peft_model(**kw)
+        elif path == "fused":
+            n = ids.shape[0] // 2
+            out = self.peft_model(**kw, adapter_names=["default"] * n + ["__base__"] * n)
         else:
             out = self.peft_model(**kw)
         new_cache = getattr(out, "cache", None)
@@ -142,10 +203,11 @@ class _PeftPolicy(torch.nn.Module):
         pad_token_id: int | None = None,
         policy: str = "customized",
         use_cache: bool = True,
+        fused: bool = True,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Decode from the customised policy (or ``policy="base"`` / ``"adapter"``) with one KV cache per
-        forward path, so the prefix is never recomputed.
+        """Decode from the customised policy (or ``policy="base"`` / ``"adapter"``) with KV caches, so the
+        prefix is never recomputed.
 
         Args:
             input_ids: ``[B, P]`` long prompts, **left**-padded when their lengths differ.
@@ -158,6 +220,9 @@ class _PeftPolicy(torch.nn.Module):
             policy: ``"customized"`` (``softmax((Q + alpha_0 log pi_1)/alpha~)`` for Q-Adapter; the LoRA
                 policy for baselines), ``"base"`` (adapter off) or ``"adapter"`` (adapter on alone).
             use_cache: False recomputes the whole sequence every step (reference for tests).
+            fused: for the customised Q-Adapter policy, run ``Q`` and ``pi_1`` as ONE forward of the
+                doubled batch per token (peft mixed-adapter batch: rows ``[:B]`` adapter on, ``[B:]`` off)
+                with one shared KV cache; False: two forwards and two caches.
             generator: torch RNG for sampling.
         Returns:
             ``[B, P + n]`` long, the prompts followed by the generated tokens (``n <= max_new_tokens``).
@@ -168,45 +233,35 @@ class _PeftPolicy(torch.nn.Module):
             raise ValueError(f"policy must be 'customized', 'base' or 'adapter', got {policy!r}")
         conf = self.peft_model.get_base_model().config
         eos = eos_token_id if eos_token_id is not None else getattr(conf, "eos_token_id", None)
-        pad = pad_token_id if pad_token_id is not None else (eos if eos is not None else 0)
-        attn = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
         paths = self._paths(policy)
-        was_training = self.peft_model.training
-        self.peft_model.eval()
-        try:
-            ids = input_ids
-            caches: dict[str, Any] = {p: None for p in paths}
-            done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
-            step_ids, step_pos = ids, (attn.cumsum(-1) - 1).clamp(min=0)
-            for _ in range(max_new_tokens):
-                logits = {}
+        fuse = fused and use_cache and len(paths) == 2
+        caches: dict[str, Any] = {p: None for p in (["fused"] if fuse else paths)}
+        B = input_ids.shape[0]
+
+        def step(ids, step_ids, attn, step_pos):
+            logits = {}
+            if fuse:
+                z, caches["fused"] = self._forward_path("fused", torch.cat([step_ids, step_ids]),
+                                                        torch.cat([attn, attn]), torch.cat([step_pos, step_pos]),
+                                                        caches["fused"])
+                logits = {"adapter": z[:B], "base": z[B:]}
+            else:
                 for p in paths:
                     if use_cache:
                         logits[p], caches[p] = self._forward_path(p, step_ids, attn, step_pos, caches[p])
                     else:
                         full_pos = (attn.cumsum(-1) - 1).clamp(min=0)
                         logits[p], _ = self._forward_path(p, ids, attn, full_pos, None)
-                z = self._combine(logits, policy)
-                if do_sample:
-                    z = z / max(temperature, 1e-6)
-                    if top_k > 0:
-                        kth = z.topk(min(top_k, z.shape[-1]), dim=-1).values[:, -1:]
-                        z = z.masked_fill(z < kth, float("-inf"))
-                    nxt = torch.multinomial(F.softmax(z, dim=-1), 1, generator=generator).squeeze(-1)
-                else:
-                    nxt = z.argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-                ids = torch.cat([ids, nxt[:, None]], dim=1)
-                last_pos = step_pos[:, -1:]
-                attn = torch.cat([attn, torch.ones_like(nxt)[:, None]], dim=1)
-                step_ids, step_pos = nxt[:, None], last_pos + 1
-                if eos is not None:
-                    done |= nxt == eos
-                    if bool(done.all()):
-                        break
+            return self._combine(logits, policy)
+
+        was_training = self.peft_model.training
+        self.peft_model.eval()
+        try:
+            return kv_decode(step, input_ids, attention_mask, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                             temperature=temperature, top_k=top_k, eos_token_id=eos, pad_token_id=pad_token_id,
+                             generator=generator)
         finally:
             self.peft_model.train(was_training)
-        return ids
 
     # --- saving ---------------------------------------------------------------------------------
     def save_pretrained(self, path: str | Path) -> None:

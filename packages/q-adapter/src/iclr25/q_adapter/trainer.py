@@ -1,15 +1,20 @@
 """Training loop for Q-Adapter and the DPO / SFT baselines (same LoRA adapter, same data order).
 
-The loop uses ``accelerate.Accelerator`` for the device, gradient accumulation and ``backward`` (so
-mixed precision works on GPU); it writes ``metrics.jsonl`` per step and a resumable checkpoint
-(``checkpoint/``: the adapter via ``save_pretrained`` + ``trainer_state.pt`` with the optimiser, the
-step and the RNG states). ``resume=True`` continues from it bit-for-bit in data order.
+The loop uses ``accelerate.Accelerator``: the policy is prepared by it (wrapped in DDP under
+``accelerate launch`` / ``torchrun``, so LoRA gradients are all-reduced), each optimiser step draws one
+*global* batch of ``batch_size x num_processes`` pairs from the seeded epoch order and every rank takes
+its own contiguous slice (data parallelism: ranks see different pairs; the result equals one process on
+the concatenated batch). It also handles gradient accumulation and ``backward`` (mixed precision on
+GPU). Rank 0 writes ``metrics.jsonl`` per step and a resumable checkpoint (``checkpoint/``: the adapter
+via ``save_pretrained`` + ``trainer_state.pt`` with the optimiser, the step and the RNG states).
+``resume=True`` continues from it in data order.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -21,7 +26,7 @@ import torch
 
 from iclr25.core.lm import dpo_loss
 
-from .data import TokenizedPair, collate_pairs, iter_batches
+from .data import TokenizedPair, collate_pairs
 from .losses import action_mask
 from .model import LoRAPolicy, QAdapterModel, _PeftPolicy
 
@@ -43,7 +48,8 @@ class TrainerConfig:
     epochs: int = 3
     """Passes over the pairs (official: 3 on DSP, 2 on HH-RLHF)."""
     batch_size: int = 8
-    """Preference pairs per optimiser step (official: 512 on 4 GPUs; CPU scale: 8)."""
+    """Preference pairs per process per micro-step (global batch = batch_size x processes x grad_accum;
+    official: 512 in all on 4 GPUs; CPU scale: 8)."""
     grad_accum: int = 1
     """Micro-batches accumulated per optimiser step."""
     warmup_steps: int = 0
@@ -62,8 +68,18 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         if self.method not in ("q-adapter", "dpo", "sft"):
             raise ValueError(f"method must be 'q-adapter', 'dpo' or 'sft', got {self.method!r}")
-        if self.batch_size < 1 or self.epochs < 1 or self.grad_accum < 1:
-            raise ValueError("batch_size, epochs and grad_accum must be >= 1")
+        for name in ("batch_size", "epochs", "grad_accum"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_steps", "warmup_steps", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = off), got {getattr(self, name)}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be finite and >= 0, got {self.weight_decay}")
+        if not (math.isfinite(self.dpo_beta) and self.dpo_beta > 0):
+            raise ValueError(f"dpo_beta must be finite and > 0, got {self.dpo_beta}")
 
 
 def preference_step_loss(policy: _PeftPolicy, batch: dict[str, torch.Tensor], method: str,
@@ -102,12 +118,14 @@ class PreferenceTrainer:
         pad_token_id: id used for right padding.
         cfg: :class:`TrainerConfig`.
         output_dir: where ``metrics.jsonl``, ``checkpoint/`` and the final adapter go (None: nowhere).
-        accelerator: an ``accelerate.Accelerator`` (default: a fresh one on the policy's device).
+        accelerator: an ``accelerate.Accelerator`` (default: a fresh one; ``device="cpu"`` or no CUDA
+            gives a CPU one, which under ``torchrun``/``accelerate launch`` is multi-process with gloo).
+        device: ``auto``, ``cpu`` or ``cuda`` for the default accelerator.
     """
 
     def __init__(self, policy: _PeftPolicy, pairs: Sequence[TokenizedPair], pad_token_id: int,
                  cfg: TrainerConfig | None = None, *, output_dir: str | Path | None = None,
-                 accelerator=None) -> None:
+                 accelerator=None, device: str = "auto") -> None:
         from accelerate import Accelerator
 
         self.cfg = cfg or TrainerConfig()
@@ -121,22 +139,52 @@ class PreferenceTrainer:
         self.pairs = list(pairs)
         self.pad = pad_token_id
         self.out = Path(output_dir) if output_dir is not None else None
-        self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available(),
-                                              gradient_accumulation_steps=self.cfg.grad_accum)
+        cpu = device == "cpu" or not torch.cuda.is_available()
+        self.acc = accelerator or Accelerator(cpu=cpu, gradient_accumulation_steps=self.cfg.grad_accum)
         params = policy.trainable_parameters()
         if not params:
             raise ValueError("the policy has no trainable (LoRA) parameters")
+        # a model dispatched over devices (device_map) or quantised stays where the loader put it
+        base = policy.peft_model.get_base_model()
+        placed = bool(getattr(base, "hf_device_map", None)) or bool(getattr(base, "is_quantized", False))
+        # the policy's forward computes the loss, so DDP sees the forward and syncs the LoRA gradients
+        self.model = self.acc.prepare_model(policy, device_placement=not placed)
         self.opt = torch.optim.AdamW(params, lr=self.cfg.learning_rate, weight_decay=self.cfg.weight_decay)
         warm = self.cfg.warmup_steps
+        # stepped once per optimiser step (not prepared: accelerate would step it once per process)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.policy.to(self.acc.device)
-        self.opt, self.sched = self.acc.prepare(self.opt, self.sched)
-        micro = self.cfg.batch_size
-        self.steps_per_epoch = -(-len(self.pairs) // micro) // self.cfg.grad_accum or 1
+        self.opt = self.acc.prepare_optimizer(self.opt)
+        self.world = self.acc.num_processes
+        self.rank = self.acc.process_index
+        self.global_batch = self.cfg.batch_size * self.world
+        if self.world > 1 and len(self.pairs) < self.global_batch:
+            raise ValueError(f"{len(self.pairs)} training pairs cannot fill one global batch of "
+                             f"{self.cfg.batch_size} pairs x {self.world} processes; lower batch_size")
+        self.steps_per_epoch = -(-len(self.pairs) // self.global_batch) // self.cfg.grad_accum or 1
         total = self.steps_per_epoch * self.cfg.epochs
         self.total_steps = min(total, self.cfg.max_steps) if self.cfg.max_steps else total
         self.step = 0
         self.history: list[dict[str, float]] = []
+        self.seen: list[list[int]] = []
+        """Indices (into ``pairs``) this rank trained on, one list per micro-batch (for checks)."""
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's micro-batches of ``epoch``: indices into ``pairs``.
+
+        The seeded epoch order (``[seed, epoch]``, the same on every rank) is cut into global batches
+        of ``batch_size x num_processes``; rank ``r`` takes slice ``[r*B, (r+1)*B)`` of each. With more
+        than one process a short last global batch is filled from the start of the order (as
+        ``accelerate``'s ``even_batches`` does), so every rank runs the same number of steps.
+        """
+        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self.pairs))
+        G, B = self.global_batch, self.cfg.batch_size
+        out = []
+        for i in range(0, len(order), G):
+            g = order[i:i + G]
+            if self.world > 1 and len(g) < G:
+                g = np.concatenate([g, order[: G - len(g)]])
+            out.append([int(j) for j in g[self.rank * B:(self.rank + 1) * B]])
+        return out
 
     # --- checkpoints --------------------------------------------------------------------------
     @property
@@ -145,7 +193,7 @@ class PreferenceTrainer:
 
     def save_checkpoint(self) -> None:
         """Write ``checkpoint/`` (adapter + optimiser + step + RNG)."""
-        if self.checkpoint_dir is None:
+        if self.checkpoint_dir is None or not self.acc.is_main_process:
             return
         d = self.checkpoint_dir
         self.policy.save_pretrained(d)
@@ -172,59 +220,81 @@ class PreferenceTrainer:
         return True
 
     # --- loop ----------------------------------------------------------------------------------
-    def train(self, *, resume: bool = False) -> list[dict[str, float]]:
-        """Run the optimisation; returns the per-step stats (also in ``metrics.jsonl``)."""
-        from tqdm.auto import tqdm
+    def train(self, *, resume: bool = False, on_step=None) -> list[dict[str, float]]:
+        """Run the optimisation; returns the per-step stats (also in ``metrics.jsonl``).
+
+        Args:
+            resume: continue from ``checkpoint/`` when there is one.
+            on_step: ``on_step(step, record)`` called after each optimiser step (e.g. an evaluation for
+                an accuracy-vs-steps curve; the model is put back in train mode after it).
+        """
+        from iclr25.core.progress import progress
 
         if resume and not self.load_checkpoint():
             log.warning("--resume: no checkpoint in %s; starting from scratch", self.checkpoint_dir)
         metrics_fh = None
-        if self.out is not None:
+        main = self.acc.is_main_process
+        if self.out is not None and main:
             self.out.mkdir(parents=True, exist_ok=True)
             metrics_fh = open(self.out / "metrics.jsonl", "a" if resume else "w", encoding="utf-8")
-        self.policy.train()
-        bar = tqdm(total=self.total_steps, initial=self.step, desc=f"train[{self.cfg.method}]",
-                   disable=not self.cfg.progress, leave=False)
+        self.model.train()
+        bar = progress(None, desc=f"train[{self.cfg.method}]", total=self.total_steps,
+                       unit="step") if (self.cfg.progress and main) else None
+        if bar is not None and self.step:
+            bar.update(self.step)
         t0 = time.perf_counter()
         try:
             epoch = self.step // self.steps_per_epoch
             while self.step < self.total_steps:
-                rng = np.random.default_rng([self.cfg.seed, epoch])
-                batches = list(iter_batches(self.pairs, self.cfg.batch_size, shuffle=True, rng=rng))
+                batches = self.epoch_batches(epoch)
                 skip = (self.step - epoch * self.steps_per_epoch) * self.cfg.grad_accum
-                for i, items in enumerate(batches):
+                for i, idx in enumerate(batches):
                     if i < skip:
                         continue
+                    items = [self.pairs[j] for j in idx]
                     batch = {k: v.to(self.acc.device) for k, v in collate_pairs(items, self.pad).items()}
-                    with self.acc.accumulate(self.policy):
-                        loss, stats = preference_step_loss(self.policy, batch, self.cfg.method, self.cfg.dpo_beta)
+                    self.seen.append(idx)
+                    with self.acc.accumulate(self.model):
+                        loss, stats = self.model(**batch, method=self.cfg.method, dpo_beta=self.cfg.dpo_beta)
                         self.acc.backward(loss)
                         if self.acc.sync_gradients:
                             self.acc.clip_grad_norm_(self.policy.trainable_parameters(), 1.0)
                         self.opt.step()
-                        self.sched.step()
+                        if self.acc.sync_gradients:
+                            self.sched.step()
                         self.opt.zero_grad(set_to_none=True)
                     if not self.acc.sync_gradients:
                         continue
                     self.step += 1
-                    rec = {"step": self.step, "epoch": epoch, "loss": float(loss.detach()), **stats}
+                    # the loss of the global batch: mean over ranks (= one process on the concatenation)
+                    gloss = float(self.acc.reduce(loss.detach(), "mean")) if self.world > 1 else float(loss.detach())
+                    if not math.isfinite(gloss):
+                        raise FloatingPointError(f"non-finite loss {gloss} at step {self.step}; lower the "
+                                                 "learning rate or check the data")
+                    rec = {"step": self.step, "epoch": epoch, "loss": gloss, **stats}
                     self.history.append(rec)
                     if metrics_fh is not None:
                         metrics_fh.write(json.dumps(rec) + "\n")
-                    bar.update(1)
-                    if self.step % max(1, self.cfg.log_every) == 0:
-                        bar.set_postfix(loss=f"{rec['loss']:.4f}")
+                    if bar is not None:
+                        bar.update(1)
+                        if self.step % max(1, self.cfg.log_every) == 0:
+                            bar.set_postfix(loss=f"{rec['loss']:.4f}")
+                    if on_step is not None:
+                        on_step(self.step, rec)
+                        self.model.train()
                     if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
                         self.save_checkpoint()
                     if self.step >= self.total_steps:
                         break
                 epoch += 1
         finally:
-            bar.close()
+            if bar is not None:
+                bar.close()
             if metrics_fh is not None:
                 metrics_fh.close()
-        self.policy.eval()
+        self.model.eval()
         self.save_checkpoint()
+        self.acc.wait_for_everyone()
         log.info("%s: %d steps in %.1f s", self.cfg.method, self.step, time.perf_counter() - t0)
         return self.history
 
