@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from iclr25.agpd.cli import main
@@ -53,9 +54,9 @@ def test_poison_train_detect_tiny(tmp_path, capsys):
     after = load_checkpoint(m / "model.pt")["model"]  # resumed at epoch 1 of 1: nothing left to train
     assert all(torch.equal(before[k], after[k]) for k in before)
     r = _run("detect", "--data", str(d), "--model", str(m), "--agpd.variant", "backdoorbench", "--baselines",
-             "spectral", "--quiet")
+             "spectral", "--quiet", "--out", str(tmp_path / "det"))
     assert r.returncode == 0, r.stderr
-    out = json.loads((m / "detection.json").read_text())
+    out = json.loads((tmp_path / "det" / "detection.json").read_text())
     assert {"TPR", "FPR", "F1", "target_classes", "layer"} <= set(out["agpd"])
     assert set(out["baselines"]) == {"spectral"}
     assert r.stdout.startswith("AGPD (backdoorbench): targets")
@@ -71,3 +72,37 @@ def test_bad_target_and_corrupt_files_are_clean_errors(tmp_path, capsys):
     assert main(["detect", "--data", str(bad), "--model", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "poisoned.pt is not the poisoned data set" in err and "iclr25-agpd poison" in err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["poison", "--patch-size", "0"], "patch_size=0 must be >= 1"),
+    (["poison", "--alpha", "nan"], "alpha=nan must be finite"),
+    (["poison", "--ratio", "1.5"], "ratio=1.5 must be finite and in [0, 1)"),
+    (["train", "--data", "x", "--epochs", "-2"], "epochs=-2 must be >= 1"),
+    (["train", "--data", "x", "--lr", "nan"], "lr=nan must be finite"),
+    (["detect", "--data", "x", "--model", "y", "--agpd.tau-z", "nan"], "tau_z=nan must be finite"),
+    (["detect", "--data", "x", "--model", "y", "--agpd.m-fraction", "0"], "m_fraction=0"),
+])
+def test_bad_settings_are_clean_errors(argv, needle, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_wrong_keys_and_wrong_architecture_are_clean_errors(tmp_path, capsys):
+    from iclr25.agpd.models import small_preact_cnn
+    from iclr25.agpd.train import save_checkpoint
+
+    d = tmp_path / "d"
+    d.mkdir()
+    torch.save({"x": torch.zeros(2)}, d / "poisoned.pt")  # loadable, wrong keys
+    assert main(["detect", "--data", str(d), "--model", str(d), "--out", str(tmp_path / "o")]) == 2
+    assert "missing ['x_bd'" in capsys.readouterr().err
+    assert main(["poison", "--out", str(d)]) == 0  # a real data set (digits, 1 channel)
+    m = tmp_path / "m"
+    save_checkpoint(m / "model.pt", small_preact_cnn(10, 3), meta={"model": "preactresnet18", "num_classes": 10,
+                                                                   "in_channels": 3})
+    capsys.readouterr()
+    assert main(["detect", "--data", str(d), "--model", str(m), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit a 'preactresnet18' model" in err and "Traceback" not in err

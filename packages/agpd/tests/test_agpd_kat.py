@@ -89,6 +89,30 @@ def test_select_stop_short_trace_keeps_all_rounds():
         select_stop([0.1], 10, 5, "end")
 
 
+def test_select_stop_short_exhausted_trace_excludes_the_tail():
+    # the class was filtered to the last sample: stop after the largest change, never mark all rounds
+    assert select_stop([0.05, 0.4, 0.02, 0.01], 10, 5, exhausted=True) == 2
+    assert select_stop([0.3], 10, 5, "start", exhausted=True) == 1
+    assert select_stop([], 10, 5, exhausted=True) == 0
+
+
+@pytest.mark.parametrize("n", [8, 12])
+def test_small_target_class_with_planted_split_is_not_flagged_whole(n):
+    """Issue 18: min-max normalisation removes >= 1 sample per round, so a small class ends
+    empty after a trace shorter than the window; the stop must keep the clean tail."""
+    from iclr25.agpd.detector import clean_bases, filter_target_class
+
+    G, Y, C, YC, P = synthetic_gradients(n_per_class=n, dim=64, target=3, seed=1, angle=110,
+                                         poison_fraction=0.25)
+    cfg = AGPDConfig(variant="backdoorbench")
+    idx = torch.nonzero(Y == 3).flatten()
+    fr = filter_target_class(G[idx], clean_bases(C, YC, 10, cfg.basis)[3], cfg)
+    assert len(fr.js) < cfg.window and (fr.round_of >= 0).all()  # short trace, class exhausted
+    p = P[idx]
+    assert fr.poison[p].all()  # every planted poisoned sample found
+    assert (~fr.poison[~p]).sum() >= (~p).sum() // 2  # most of the clean samples kept
+
+
 def test_kat5_jensen_shannon():
     assert jensenshannon([1, 0], [0, 1]) == pytest.approx(math.sqrt(math.log(2)), abs=1e-6)
     assert jensenshannon([1, 0], [0, 1], base=2) == pytest.approx(1.0)

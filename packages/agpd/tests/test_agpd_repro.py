@@ -8,38 +8,49 @@ import pytest
 import iclr25.agpd.reproduce as R
 from iclr25.core.registry import run_reproduction
 
-NAMES = [f"{a}/{c}" for a in ("badnets", "blended")
-         for c in ("target_identified", "tpr_agpd_vs_spectral", "tpr_agpd_vs_ac", "fpr_agpd", "f1_agpd")]
-NAMES.append("clean/no_target_class")
+NAMES = [n for a in ("badnets", "blended")
+         for n in ([f"{a}/{c}" for c in ("asr_before_detection", "target_identified", "target_identified_m10",
+                                         "tpr_agpd_vs_spectral", "tpr_agpd_vs_ac", "fpr_agpd", "f1_agpd")]
+                   + [f"mechanism/{a}_target_rank", f"mechanism/{a}_inclass_separation"])]
+NAMES += ["clean/no_target_class", "clean/no_target_class_m10"]
 
 
 def test_reproduce_tiny_writes_results(tmp_path, monkeypatch):
     """reproduce() itself runs with one torch thread; 1 epoch per model keeps this short."""
     monkeypatch.setitem(R.SETTINGS, True, dict(data="digits", epochs=1, model="small", augment=False))
-    rep = run_reproduction("agpd", R.reproduce, quick=True, out_dir=tmp_path, version="test")
+    rep = run_reproduction("agpd", lambda q, o: R.reproduce(q, o, seeds=(0,)), quick=True, out_dir=tmp_path,
+                           version="test")
     assert [c.name for c in rep.claims] == NAMES
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["method"] == "agpd" and len(data["claims"]) == len(NAMES)
     for c in rep.claims:
-        assert not math.isnan(c.ours)
+        if c.name.endswith("fpr_agpd") and math.isnan(c.ours):  # TPR = 0: the FPR claim is void, not held
+            assert not c.holds and "not meaningful" in c.note
+            continue
+        assert not math.isnan(c.ours), c.name
         assert c.holds == data["claims"][NAMES.index(c.name)]["holds"]
     exps = json.loads((tmp_path / "experiments.json").read_text())
-    assert set(exps) == {"badnets", "blended", "clean"}
-    assert set(exps["badnets"]["agpd"]) == {"paper", "backdoorbench"}
+    assert exps["seeds"] == [0] and set(exps["runs"][0]) == {"badnets", "blended", "clean"}
+    assert set(exps["runs"][0]["badnets"]["agpd"]) == {"paper", "backdoorbench", "backdoorbench-m10"}
     assert (tmp_path / "checkpoints" / "badnets.pt").is_file()
 
 
 def test_claims_follow_the_numbers():
-    def exp(targets, tpr, fpr, f1):
+    def exp(targets, tpr, fpr, f1, rank=1, ratio=2.0, asr=0.95):
         m = {"TPR": tpr, "FPR": fpr, "F1": f1, "target_classes": targets, "layer": "l", "z": [9.0] + [0.0] * 9,
-             "fallback": False, "n_flagged": 1}
-        return {"acc": 0.9, "asr": 0.95, "agpd": {"paper": m, "backdoorbench": m},
-                "baselines": {"spectral": {"TPR": 0.2, "FPR": 0.03}, "ac": {"TPR": 0.1, "FPR": 0.01}}}
+             "fallback": False, "n_flagged": 1, "target_rank": rank, "target_z": 9.0}
+        sep = {"l": {"angle_deg": 40.0, "clean_spread_deg": 40.0 / ratio, "ratio": ratio}}
+        return {"acc": 0.9, "asr": asr, "agpd": {"paper": m, "backdoorbench": m, "backdoorbench-m10": m},
+                "baselines": {"spectral": {"TPR": 0.2, "FPR": 0.03}, "ac": {"TPR": 0.1, "FPR": 0.01}},
+                "inclass_separation": sep}
 
-    good = R.claims_from_experiments({"badnets": exp([0], 0.95, 0.01, 0.93), "clean": exp([], 0, 0, 0)}, "t")
-    assert all(c.holds for c in good)
-    bad = R.claims_from_experiments({"badnets": exp([3], 0.0, 0.05, 0.0), "clean": exp([4], 0, 0, 0)}, "t")
-    assert not any(c.holds for c in bad)
+    good = R.claims_from_experiments([{"badnets": exp([0], 0.95, 0.01, 0.93), "clean": exp([], 0, 0, 0)}] * 2, "t")
+    assert all(c.holds for c in good), [c.name for c in good if not c.holds]
+    bad = R.claims_from_experiments({"badnets": exp([3], 0.0, 0.001, 0.0, rank=4, ratio=0.5, asr=0.5),
+                                     "clean": exp([4], 0, 0, 0)}, "t")
+    assert not any(c.holds for c in bad), [c.name for c in bad if c.holds]
+    fpr = next(c for c in bad if c.name == "badnets/fpr_agpd")  # FPR 0.1 % but TPR 0: vacuous, not held
+    assert math.isnan(fpr.ours) and "not meaningful" in fpr.note
 
 
 @pytest.mark.slow

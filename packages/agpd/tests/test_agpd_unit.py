@@ -180,3 +180,29 @@ def test_cifar10_subset_loader():
     assert torch.bincount(d.y_train).tolist() == [400] * 10
     mean = d.x_train.mean((0, 2, 3))
     assert torch.allclose(mean, torch.tensor([0.4911, 0.4808, 0.4442]), atol=2e-3)  # PROVENANCE.md
+
+
+def test_inclass_separation_recovers_the_planted_angle():
+    from iclr25.agpd.pipeline import inclass_separation
+    from iclr25.agpd.synthetic import synthetic_gradients
+
+    for angle in (30.0, 100.0):
+        G, Y, C, YC, P = synthetic_gradients(n_per_class=200, target=3, angle=angle, seed=0)
+        s = Y == 3
+        r = inclass_separation(G[s], P[s])
+        assert abs(r["angle_deg"] - angle) < 2.0  # the means of the two planted clouds
+        assert r["ratio"] > 1.0
+    assert inclass_separation(G[s], torch.zeros(int(s.sum()), dtype=torch.bool))["ratio"] is None
+
+
+def test_m_fraction_averages_a_share_of_each_class():
+    from iclr25.agpd.detector import cvbt_matrix
+    from iclr25.agpd.gcd import cvbt
+
+    g = torch.Generator().manual_seed(0)
+    G = torch.randn(50, 8, generator=g, dtype=torch.float64)
+    y = torch.tensor([0] * 20 + [1] * 30)
+    bases = {"l": torch.randn(2, 8, generator=g, dtype=torch.float64)}
+    rho = cvbt_matrix({"l": G}, y, bases, 2, m_fraction=0.1)
+    assert torch.isclose(rho[0, 0], torch.as_tensor(cvbt(G[:20], bases["l"][0], m=2), dtype=torch.float64))
+    assert torch.isclose(rho[0, 1], torch.as_tensor(cvbt(G[20:], bases["l"][1], m=3), dtype=torch.float64))

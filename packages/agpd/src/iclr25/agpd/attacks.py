@@ -6,6 +6,7 @@ Images are float tensors ``(N, C, H, W)`` in [0, 1]; labels ``(N,)`` int64. Ever
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,8 +55,12 @@ def make_trigger(attack: str, image_shape: tuple[int, int, int], seed: int = 0, 
     """The trigger of ``attack`` (``"badnets"``, ``"blended"``) for images ``(C, H, W)``. The BadNets
     patch defaults to 3x3 (2x2 for images smaller than 16 pixels); the Blended pattern is seeded
     uniform noise."""
+    if patch_size is not None and (isinstance(patch_size, bool) or int(patch_size) != patch_size or patch_size < 1):
+        raise ValueError(f"patch_size={patch_size!r} must be an integer >= 1 (or None for the default)")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha <= 1):
+        raise ValueError(f"alpha={alpha!r} must be finite and in (0, 1]")
     if attack == "badnets":
-        return PatchTrigger(patch_size or (3 if min(image_shape[1:]) >= 16 else 2))
+        return PatchTrigger(patch_size if patch_size is not None else (3 if min(image_shape[1:]) >= 16 else 2))
     if attack == "blended":
         g = torch.Generator().manual_seed(seed + 7919)
         return BlendTrigger(torch.rand(image_shape, generator=g), alpha)
@@ -81,10 +86,11 @@ def poison(x: Tensor, y: Tensor, trigger: Trigger, ratio: float = 0.1, target: i
     Raises:
         ValueError: for a ratio outside [0, 1) or more poisoned samples than candidates.
     """
-    if not 0.0 <= ratio < 1.0:
-        raise ValueError(f"ratio must be in [0, 1), got {ratio}")
-    if len(x) != len(y):
-        raise ValueError(f"x has {len(x)} samples but y has {len(y)}")
+    from .data import check_images
+
+    if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and 0.0 <= ratio < 1.0):
+        raise ValueError(f"ratio must be finite and in [0, 1), got {ratio!r}")
+    check_images(x, y, name="images to poison")
     n_p = int(round(ratio * len(y)))
     cand = np.flatnonzero(y.numpy() != target) if target is not None else np.arange(len(y))
     if n_p > len(cand):

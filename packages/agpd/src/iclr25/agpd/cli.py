@@ -10,29 +10,28 @@
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import AGPDConfig, DemoConfig, DetectConfig, PoisonConfig, ReproduceConfig, TrainConfig
 
+_KEYS = {"poisoned.pt": ("x_bd", "y_bd", "poison_mask", "x_clean", "y_clean", "x_eval", "y_eval", "meta"),
+         "model.pt": ("model", "meta")}
+
 __all__ = ["main"]
 
-log = logging.getLogger("iclr25.agpd")
 
 
 # torch is imported inside the commands: `iclr25-agpd --help` stays light.
 
 
-def _threads(n: int | None) -> None:
-    import torch
+def _device(name: str) -> str:
+    from iclr25.core import choose_device
 
-    if n is not None:
-        torch.set_num_threads(n)
+    return str(choose_device(name))
 
 
 def _load(path: Path, what: str, hint: str) -> dict:
@@ -41,10 +40,14 @@ def _load(path: Path, what: str, hint: str) -> dict:
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        d = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types
         raise ValueError(f"{path} is not {what} written by '{hint}' ({type(e).__name__}: {e}); "
                          f"re-run '{hint}'") from None
+    missing = [k for k in _KEYS.get(path.name, ()) if not isinstance(d, dict) or k not in d]
+    if missing:
+        raise ValueError(f"{path} is not {what} written by '{hint}': missing {missing}; re-run '{hint}'")
+    return d
 
 
 def cmd_poison(cfg: PoisonConfig) -> int:
@@ -74,14 +77,13 @@ def cmd_train(cfg: TrainConfig) -> int:
     from .pipeline import build_model
     from .train import accuracy, save_checkpoint, train_classifier
 
-    _threads(cfg.threads)
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
     meta = d["meta"]
     net = build_model(cfg.model, meta["num_classes"], d["x_bd"].shape[1])
     cfg.out.mkdir(parents=True, exist_ok=True)
     train_classifier(net, d["x_bd"], d["y_bd"], epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
                      momentum=cfg.momentum, weight_decay=cfg.weight_decay, seed=cfg.seed, augment=cfg.augment,
-                     device=cfg.device, checkpoint=cfg.out / "checkpoint.pt", resume=cfg.resume,
+                     device=_device(cfg.device), checkpoint=cfg.out / "checkpoint.pt", resume=cfg.resume,
                      progress=not cfg.quiet)
     net.cpu()
     res = {"acc": accuracy(net, d["x_eval"], d["y_eval"])}
@@ -108,12 +110,18 @@ def cmd_detect(cfg: DetectConfig) -> int:
     from .metrics import detection_metrics
     from .pipeline import build_model
 
-    _threads(cfg.threads)
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
     m = _load(cfg.model / "model.pt", "the trained model", "iclr25-agpd train")
     net = build_model(m["meta"]["model"], m["meta"]["num_classes"], m["meta"]["in_channels"])
-    net.load_state_dict(m["model"])
-    net.to(cfg.device).eval()
+    try:
+        net.load_state_dict(m["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{cfg.model / 'model.pt'} does not fit a '{m['meta']['model']}' model with "
+                         f"{m['meta']['num_classes']} classes ({str(e).splitlines()[0]}); re-run 'iclr25-agpd train'") from None
+    if d["x_bd"].shape[1] != m["meta"]["in_channels"]:
+        raise ValueError(f"the data set has {d['x_bd'].shape[1]} channels but the model was trained on "
+                         f"{m['meta']['in_channels']}; detect with the model trained on this data set")
+    net.to(_device(cfg.device)).eval()
     res = AGPD(net, config=cfg.agpd).detect(d["x_bd"], d["y_bd"], d["x_clean"], d["y_clean"],
                                            num_classes=m["meta"]["num_classes"], progress=not cfg.quiet)
     out = {"agpd": {**detection_metrics(d["poison_mask"], res.poison_mask), **res.summary()}, "baselines": {}}
@@ -128,7 +136,7 @@ def cmd_detect(cfg: DetectConfig) -> int:
             else:
                 raise ValueError(f"--baselines: unknown baseline {b!r}; choose from spectral, ac")
             out["baselines"][b] = detection_metrics(d["poison_mask"], flag)
-    dest = (cfg.out or cfg.model)
+    dest = cfg.out
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "detection.json").write_text(json.dumps(out, indent=1))
     (dest / "poison_mask.txt").write_text("\n".join(str(int(v)) for v in res.poison_mask.tolist()) + "\n")
@@ -138,19 +146,6 @@ def cmd_detect(cfg: DetectConfig) -> int:
     for b, v in out["baselines"].items():
         line += f" | {b}: TPR {v['TPR']:.4f} FPR {v['FPR']:.4f}"
     print(line)
-    return 0
-
-
-def cmd_reproduce(cfg: ReproduceConfig) -> int:
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import claims_table
-
-    from .reproduce import reproduce
-
-    report = run_reproduction("agpd", reproduce, quick=cfg.quick, out_dir=cfg.out, version=__version__)
-    print(claims_table(report.claims))
-    print(f"agpd: {sum(c.holds for c in report.claims)}/{len(report.claims)} claims hold in {report.seconds:.0f} s; "
-          f"results in {cfg.out}/results.json")
     return 0
 
 
@@ -174,17 +169,13 @@ COMMANDS = {
     "poison": Command(PoisonConfig, cmd_poison, "poison a data set's training split (BadNets / Blended)"),
     "train": Command(TrainConfig, cmd_train, "train a classifier on a poisoned data set (checkpoints, --resume)"),
     "detect": Command(DetectConfig, cmd_detect, "run AGPD (+ Spectral / AC baselines) on a trained model"),
-    "reproduce": Command(ReproduceConfig, cmd_reproduce, "reproduce the paper's claims (--quick: < 3 min on CPU)"),
+    "reproduce": reproduce_command("agpd", "iclr25.agpd.reproduce:reproduce", __version__, config=ReproduceConfig,
+                                   help="reproduce the paper's claims (--quick: digits, 2 seeds)"),
     "demo": Command(DemoConfig, cmd_demo, "AGPD on synthetic gradients with a planted poisoned cluster"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``iclr25-agpd`` console script; returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return run_cli("iclr25-agpd", "AGPD: activation-gradient based poisoned sample detection (ICLR 2025).",
-                       COMMANDS, argv)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"iclr25-agpd: error: {e}", file=sys.stderr)
-        return 2
+    return run_cli("iclr25-agpd", "AGPD: activation-gradient based poisoned sample detection (ICLR 2025).",
+                   COMMANDS, argv, version=__version__)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+
 __all__ = ["AGPDConfig", "VARIANTS", "PoisonConfig", "TrainConfig", "DetectConfig", "ReproduceConfig",
            "DemoConfig"]
 
@@ -19,6 +21,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     "backdoorbench": dict(basis="mean", include_far=False, one_sided_z=True, z_eps=1e-6, normalize_closeness=True,
                           js_distance=True, stop_rule="start", fallback_layers="last3"),
 }
+
+
+def _check(name: str, v, ok, rule: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
+        raise ValueError(f"{name}={v!r} must be finite and {rule}")
 
 
 @dataclass
@@ -38,7 +45,11 @@ class AGPDConfig:
     fallback_rho: float | None = 0.3
     """When no class reaches tau_z, classes with rho above this are targets (Sec. 4.2; None: off)."""
     m: int = 1
-    """Number of far-end vectors averaged in the CVBT (Remark after Eq. 4; 200 against adaptive attacks)."""
+    """Number of far-end vectors averaged in the CVBT (Remark after Eq. 4: 1 by default, 200 against
+    adaptive attacks)."""
+    m_fraction: float | None = None
+    """m as a share of each class's size (ceil(m_fraction * n_k)); overrides m. Not in the paper (its
+    m = 200 is ~4% of a 5,000-sample CIFAR-10 class); the CPU preset uses 0.1."""
     far_update: Literal["mean", "fixed"] = "mean"
     """Far end of the filtering: mean gradient of the samples filtered so far, or the initial farthest sample."""
     bins: int = 100
@@ -68,43 +79,54 @@ class AGPDConfig:
         for k, v in VARIANTS[self.variant].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
-        if not 0.0 <= self.tau_s <= 1.0:
-            raise ValueError(f"tau_s must be in [0, 1], got {self.tau_s}")
-        if self.window < 1 or self.m < 1 or self.bins < 1:
-            raise ValueError("window, m and bins must be >= 1")
+        _check("tau_s", self.tau_s, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+        _check("tau_z", self.tau_z, lambda v: v > 0, "> 0")
+        _check("beta", self.beta, lambda v: v >= 0, ">= 0")
+        if self.fallback_rho is not None:
+            _check("fallback_rho", self.fallback_rho, lambda v: v >= 0, ">= 0 (or None: off)")
+        if self.z_eps is not None:
+            _check("z_eps", self.z_eps, lambda v: v >= 0, ">= 0")
+        if self.m_fraction is not None:
+            _check("m_fraction", self.m_fraction, lambda v: 0 < v <= 1, "in (0, 1] (or None: use m)")
+        for f in ("window", "m", "bins"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f}={getattr(self, f)} must be >= 1")
 
 
-@dataclass
-class PoisonConfig:
+@dataclass(kw_only=True)
+class PoisonConfig(CommonOptions, SeedOption):
     """Poison a data set's training split and save it (``poisoned.pt``)."""
 
-    out: Path
-    """Output folder."""
     data: Literal["digits", "cifar10-subset"] = "digits"
     """Data set (cifar10-subset is read from $ICLR25_DATA/cifar10-subset/)."""
     attack: Literal["badnets", "blended", "badnets-a2a", "blended-a2a", "clean"] = "badnets"
     """Attack; '-a2a' = all-to-all (t = (y+1) mod K); 'clean' = no poisoning (control)."""
     ratio: float = 0.1
-    """Poisoning ratio (BackdoorBench: 10%)."""
+    """Poisoning ratio in [0, 1) (BackdoorBench: 10%)."""
     target: int = 0
     """All-to-one target label (BackdoorBench: 0)."""
     alpha: float = 0.2
-    """Blended mixing weight (BackdoorBench: 0.2)."""
+    """Blended mixing weight in (0, 1] (BackdoorBench: 0.2)."""
     patch_size: int | None = None
-    """BadNets patch side (default 3, 2 on 8x8 digits)."""
+    """BadNets patch side >= 1 (default 3, 2 on 8x8 digits)."""
     clean_per_class: int = 10
     """Defender's clean samples per class, drawn from the test split (paper: 10)."""
-    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check("ratio", self.ratio, lambda v: 0 <= v < 1, "in [0, 1)")
+        _check("alpha", self.alpha, lambda v: 0 < v <= 1, "in (0, 1]")
+        if self.patch_size is not None and self.patch_size < 1:
+            raise ValueError(f"patch_size={self.patch_size} must be >= 1 (or omitted for the default)")
+        if self.clean_per_class < 1:
+            raise ValueError(f"clean_per_class={self.clean_per_class} must be >= 1")
 
 
-@dataclass
-class TrainConfig:
+@dataclass(kw_only=True)
+class TrainConfig(CommonOptions, SeedOption):
     """Train a classifier on a poisoned data set (BackdoorBench recipe: SGD 0.01, momentum 0.9, wd 5e-4, cosine)."""
 
     data: Path
     """Folder written by 'poison'."""
-    out: Path
-    """Output folder (model.pt, checkpoint.pt, train.json)."""
     model: Literal["small", "preactresnet18"] = "small"
     """'small': CPU-scale Preact CNN (8 block convs); 'preactresnet18': the paper's model."""
     epochs: int = 30
@@ -116,42 +138,43 @@ class TrainConfig:
     """Random crop + horizontal flip."""
     resume: bool = False
     """Continue from out/checkpoint.pt when present."""
-    device: str = "cpu"
     threads: int | None = 1
     """torch CPU threads (1 is fastest for small models on a busy machine; None: torch's default)."""
-    seed: int = 0
-    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        _check("lr", self.lr, lambda v: v > 0, "> 0")
+        _check("momentum", self.momentum, lambda v: 0 <= v < 1, "in [0, 1)")
+        _check("weight_decay", self.weight_decay, lambda v: v >= 0, ">= 0")
+        if self.epochs < 1:
+            raise ValueError(f"epochs={self.epochs} must be >= 1")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 2 (BatchNorm)")
 
 
-@dataclass
-class DetectConfig:
+@dataclass(kw_only=True)
+class DetectConfig(CommonOptions):
     """Run AGPD (and baselines) on a trained model and its poisoned data set."""
 
     data: Path
     """Folder written by 'poison'."""
     model: Path
     """Folder written by 'train'."""
-    out: Path | None = None
-    """Where to write detection.json (default: the model folder)."""
     agpd: AGPDConfig = field(default_factory=AGPDConfig)
     baselines: tuple[str, ...] = ("spectral", "ac")
     """Baselines to run on penultimate features: spectral, ac."""
-    device: str = "cpu"
     threads: int | None = 1
-    quiet: bool = False
 
 
-@dataclass
-class ReproduceConfig:
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale and write results.json / results.md."""
 
-    out: Path = Path("results/agpd")
-    quick: bool = False
-    """Quick mode: digits, small model (< 3 min on 2 cores); full: the CIFAR-10 subset."""
+    threads: int | None = 1
+    """torch threads (1 is fastest for these small convolutions)."""
 
 
-@dataclass
-class DemoConfig:
+@dataclass(kw_only=True)
+class DemoConfig(CommonOptions, SeedOption):
     """Synthetic gradient circular distributions with a planted poisoned cluster (no training)."""
 
     n_per_class: int = 200
@@ -159,5 +182,7 @@ class DemoConfig:
     dim: int = 64
     target: int = 0
     poison_fraction: float = 0.5
-    seed: int = 0
     variant: Literal["paper", "backdoorbench"] = "paper"
+
+    def __post_init__(self) -> None:
+        _check("poison_fraction", self.poison_fraction, lambda v: 0 <= v < 1, "in [0, 1)")

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from iclr25.core.data import DatasetSpec, RemoteFile
 
-__all__ = ["CIFAR10_SUBSET", "ImageData", "load_digits_data", "load_cifar10_subset", "load_data",
+__all__ = ["CIFAR10_SUBSET", "ImageData", "check_images", "load_digits_data", "load_cifar10_subset", "load_data",
            "split_clean_set"]
 
 CIFAR10_SUBSET = DatasetSpec(
@@ -45,6 +45,35 @@ class ImageData:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+
+
+def check_images(x: Tensor, y: Tensor | None = None, *, name: str = "images") -> None:
+    """Validate an image batch ``(N, C, H, W)`` float with finite values (and labels ``(N,)``
+    integer, non-negative).
+
+    Raises:
+        ValueError: naming the problem and the fix (no channel axis, NaN/inf pixels with their count
+            and first index, a label/image count mismatch, float or negative labels).
+    """
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.ndim != 4:
+        hint = " (add the channel axis: x[:, None] for grey images)" if x.ndim == 3 else ""
+        raise ValueError(f"{name}: expected shape (N, C, H, W), got {tuple(x.shape)}{hint}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name}: expected float pixels in [0, 1], got dtype {x.dtype} (divide uint8 images by 255)")
+    bad = ~torch.isfinite(x).flatten(1).all(1)
+    if bad.any():
+        first = int(torch.nonzero(bad)[0])
+        raise ValueError(f"{name}: {int(bad.sum())} image(s) contain NaN or inf pixels (first: index {first}); "
+                         "clean or drop them before detection")
+    if y is not None:
+        if y.ndim != 1 or len(y) != len(x):
+            raise ValueError(f"{name}: {len(x)} images but labels of shape {tuple(y.shape)}; expected ({len(x)},)")
+        if y.is_floating_point() or y.dtype == torch.bool:
+            raise ValueError(f"{name}: labels must be integer class ids, got dtype {y.dtype}")
+        if len(y) and int(y.min()) < 0:
+            raise ValueError(f"{name}: labels must be >= 0, found {int(y.min())}")
 
 
 def load_digits_data(test_size: float = 0.25, seed: int = 0) -> ImageData:

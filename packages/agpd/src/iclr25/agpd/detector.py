@@ -7,6 +7,7 @@ runs on synthetic gradients too); :class:`AGPD` computes them from a model first
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -103,14 +104,18 @@ def clean_bases(clean_grads: Tensor, clean_labels: Tensor, num_classes: int, bas
 
 
 def cvbt_matrix(grads: Mapping[str, Tensor], labels: Tensor, bases: Mapping[str, Tensor], num_classes: int,
-                m: int = 1, include_far: bool = True) -> Tensor:
-    """Eq. (3) for every layer and class -> ``(L, K)`` float64 (0 for a class without samples)."""
+                m: int = 1, include_far: bool = True, m_fraction: float | None = None) -> Tensor:
+    """Eq. (3) for every layer and class -> ``(L, K)`` float64 (0 for a class without samples).
+
+    ``m`` far-end vectors are averaged (the Remark after Eq. 4); with ``m_fraction`` a class of
+    ``n_k`` samples uses ``ceil(m_fraction * n_k)`` of them."""
     rho = torch.zeros(len(grads), num_classes, dtype=torch.float64)
     for i, name in enumerate(grads):
         for k in range(num_classes):
             Gk = grads[name][labels == k]
             if len(Gk):
-                rho[i, k] = cvbt(Gk, bases[name][k], m=min(m, len(Gk)), include_far=include_far)
+                mk = math.ceil(m_fraction * len(Gk)) if m_fraction is not None else m
+                rho[i, k] = cvbt(Gk, bases[name][k], m=max(1, min(mk, len(Gk))), include_far=include_far)
     return rho
 
 
@@ -145,8 +150,9 @@ def filter_target_class(G: Tensor, g0: Tensor, cfg: AGPDConfig) -> FilterResult:
     fixed with ``far_update="fixed"``); optionally min-max normalised; samples with closeness
     ``< tau_s`` (``<= tau_s`` when normalised, as the official code) leave. The loop ends when no
     sample remains or none leaves. ``JS_t`` compares the closeness histograms of rounds ``t`` and
-    ``t-1``; :func:`~iclr25.agpd.stats.select_stop` gives ``t*``; samples that left in rounds
-    ``< t*`` are poisoned.
+    ``t-1``; :func:`~iclr25.agpd.stats.select_stop` gives ``t*`` (for a trace shorter than the
+    window: every filtered round when samples remain, else the round after the largest JS change, so
+    a whole class is never marked); samples that left in rounds ``< t*`` are poisoned.
 
     Args:
         G: ``(n, C)`` activation gradients of the class; g0: ``(C,)`` clean basis.
@@ -178,7 +184,7 @@ def filter_target_class(G: Tensor, g0: Tensor, cfg: AGPDConfig) -> FilterResult:
             far = G[torch.cat(flagged)].double().mean(0)
         t += 1
     js = js_trace(rounds, bins=cfg.bins, distance=cfg.js_distance)
-    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule)
+    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule, exhausted=len(remaining) == 0)
     return FilterResult((round_of >= 0) & (round_of < stop), round_of, js, stop)
 
 
@@ -212,7 +218,7 @@ def detect_from_gradients(grads: Mapping[str, Tensor], labels: Tensor, clean_gra
                              f"{len(clean_grads[name])} clean gradients for {len(clean_labels)} clean labels")
     K = num_classes or int(max(labels.max(), clean_labels.max())) + 1
     bases = {n: clean_bases(clean_grads[n], clean_labels, K, cfg.basis, clean_correct, cfg.seed) for n in grads}
-    rho = cvbt_matrix(grads, labels, bases, K, cfg.m, cfg.include_far)
+    rho = cvbt_matrix(grads, labels, bases, K, cfg.m, cfg.include_far, cfg.m_fraction)
     li, targets, z, fallback = identify_targets(rho, cfg)
     layers = list(grads)
     layer = layers[li]
@@ -263,6 +269,10 @@ class AGPD:
                num_classes: int | None = None, progress: bool = False) -> DetectionResult:
         """Run Stages 1-3 on the untrustworthy set ``(x_bd (N, ...), y_bd (N,))`` with the clean set
         ``(x_clean (M, ...), y_clean (M,))``."""
+        from .data import check_images
+
+        check_images(x_bd, y_bd, name="x_bd / y_bd")
+        check_images(x_clean, y_clean, name="x_clean / y_clean")
         g = self.gradients(x_bd, y_bd, batch_size, progress)
         gc = self.gradients(x_clean, y_clean, batch_size)
         correct = predict(self.model, x_clean) == y_clean

@@ -25,7 +25,37 @@ from .metrics import detection_metrics
 from .models import candidate_layers, preact_resnet18, small_preact_cnn
 from .train import accuracy, train_classifier
 
-__all__ = ["build_model", "poison_dataset", "run_experiment", "oracle_auroc"]
+__all__ = ["build_model", "poison_dataset", "run_experiment", "oracle_auroc", "DETECTORS", "detector_config",
+           "inclass_separation"]
+
+#: Named detector settings run by :func:`run_experiment`: the paper's text, the official code, and the
+#: official code with the paper's ``m`` extension at a CPU-scale size (m = 10 % of each class).
+DETECTORS: dict[str, dict] = {
+    "paper": dict(variant="paper"),
+    "backdoorbench": dict(variant="backdoorbench"),
+    "backdoorbench-m10": dict(variant="backdoorbench", m_fraction=0.1),
+}
+
+
+def detector_config(name: str) -> AGPDConfig:
+    """The :class:`AGPDConfig` of a named detector setting (:data:`DETECTORS`)."""
+    if name not in DETECTORS:
+        raise ValueError(f"unknown detector {name!r}; choose from {list(DETECTORS)}")
+    return AGPDConfig(**DETECTORS[name])
+
+
+def inclass_separation(grads: torch.Tensor, is_poison: torch.Tensor) -> dict:
+    """Geometry of one class's activation gradients ``(n, C)`` with a poison mask ``(n,)``: the angle
+    (degrees) between the poisoned and the clean mean gradient, the clean samples' mean angle to
+    their own mean (the cloud's spread), and their ratio (> 1: the poisoned mean lies outside the
+    clean cloud, the two-cluster GCD the paper's statistic rests on, Sec. 4.1)."""
+    if not is_poison.any() or is_poison.all():
+        return {"angle_deg": None, "clean_spread_deg": None, "ratio": None}
+    g = grads.double()
+    mp, mc = g[is_poison].mean(0), g[~is_poison].mean(0)
+    ang = float(torch.rad2deg(torch.arccos(cosine(mp[None], mc)[0])))
+    spread = float(torch.rad2deg(torch.arccos(cosine(g[~is_poison], mc))).mean())
+    return {"angle_deg": ang, "clean_spread_deg": spread, "ratio": ang / spread if spread > 0 else None}
 
 log = logging.getLogger("iclr25.agpd")
 
@@ -76,7 +106,7 @@ def oracle_auroc(grads: torch.Tensor, base: torch.Tensor, is_poison: torch.Tenso
 
 def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: int = 0, epochs: int = 30,
                    model: str = "small", batch_size: int = 128, lr: float = 0.01, augment: bool = False,
-                   clean_per_class: int = 10, variants: tuple[str, ...] = ("paper", "backdoorbench"),
+                   clean_per_class: int = 10, variants: tuple[str, ...] = tuple(DETECTORS),
                    baselines: tuple[str, ...] = ("spectral", "ac"), seed: int = 0, device: str = "cpu",
                    checkpoint: str | Path | None = None, resume: bool = False, progress: bool = False) -> dict:
     """One attack, end to end. Returns a JSON-ready dict: clean accuracy ``acc`` and ``asr`` (in
@@ -100,9 +130,16 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
     correct = predict(net, x_clean) == y_clean
     out["agpd"] = {}
     for v in variants:
-        cfg = AGPDConfig(variant=v)
+        cfg = detector_config(v)
         res = detect_from_gradients(grads, y_bd, cgrads, y_clean, cfg, correct, data.num_classes)
         out["agpd"][v] = {**detection_metrics(pmask, res.poison_mask), **res.summary(), "config": asdict(cfg)}
+        if tgt is not None:  # where the true target ranks, at the layer where its z is highest
+            zt = res.z[:, tgt]
+            bl = int(torch.argmax(torch.nan_to_num(zt, posinf=1e300)))
+            row = torch.nan_to_num(res.z[bl], posinf=1e300, neginf=-1e300)
+            out["agpd"][v]["target_z"] = float(zt[bl])
+            out["agpd"][v]["target_rank"] = int((row > row[tgt]).sum()) + 1
+            out["agpd"][v]["target_z_layer"] = layers[bl]
         if tgt is not None:  # diagnostic: Stage 3 alone, told the true target (at its highest-z layer)
             layer = layers[int(torch.argmax(res.z[:, tgt]))]
             sel = torch.nonzero(y_bd == tgt).flatten()
@@ -124,6 +161,7 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
         out["baselines"][b] = detection_metrics(pmask, flag)
     if tgt is not None:
         sel = y_bd == tgt
+        out["inclass_separation"] = {n: inclass_separation(grads[n][sel], pmask[sel]) for n in layers}
         out["oracle_auroc"] = {
             n: oracle_auroc(grads[n][sel], clean_bases(cgrads[n], y_clean, data.num_classes, "mean", correct)[tgt],
                             pmask[sel]) for n in layers}

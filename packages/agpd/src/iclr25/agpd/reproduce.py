@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from iclr25.core.results import Claim
@@ -45,44 +47,123 @@ def _pct(x: float) -> float:
     return 100.0 * float(x)
 
 
-def claims_from_experiments(exps: dict[str, dict], scale: str) -> list[Claim]:
+def _ms(vals: list[float]) -> str:
+    a = np.asarray([v for v in vals if v is not None and np.isfinite(v)], dtype=float)
+    if not len(a):
+        return "n/a"
+    return f"{a.mean():.2f}" + (f" ± {a.std(ddof=1):.2f}" if len(a) > 1 else "")
+
+
+def _mean(vals: list[float]) -> float:
+    a = np.asarray([np.nan if v is None else v for v in vals], dtype=float)
+    return float(a.mean()) if len(a) else float("nan")
+
+
+def _gap_note(ours: list[float], base: list[float]) -> str:
+    d = np.asarray(ours, dtype=float) - np.asarray(base, dtype=float)
+    sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+    exceeds = "n/a (one seed)" if not np.isfinite(sd) else ("yes" if abs(d.mean()) > sd else "no")
+    return (f"paired gap {d.mean():+.2f}" + ("" if not np.isfinite(sd) else f" ± {sd:.2f}")
+            + f", per seed {[round(float(x), 2) for x in d]}; gap exceeds seed spread: {exceeds}")
+
+
+def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale: str) -> list[Claim]:
     """Build the claims from :func:`~iclr25.agpd.pipeline.run_experiment` outputs keyed by attack
-    (``badnets``, ``blended``, ``clean``)."""
+    (``badnets``, ``blended``, ``clean``), one dict per seed (a single dict = one seed).
+
+    Values are means over seeds; notes give mean ± sd, per-seed values and, for margin claims, the
+    paired gap and whether it exceeds its seed spread. ``target_identified`` is the fraction of
+    seeds where exactly the true target was named (threshold 1: every seed). An FPR claim is only
+    meaningful when the detector found something: with TPR = 0 its value is NaN (not holding).
+    """
+    runs = [runs] if isinstance(runs, dict) else list(runs)
+    n = len(runs)
     claims: list[Claim] = []
     for a in ATTACKS:
-        if a not in exps:
+        if a not in runs[0]:
             continue
-        e = exps[a]
-        p, bb = e["agpd"]["paper"], e["agpd"]["backdoorbench"]
-        sp, ac = e["baselines"]["spectral"], e["baselines"]["ac"]
-        ctx = (f"{scale}; ACC {_pct(e['acc']):.1f} ASR {_pct(e['asr']):.1f}; paper variant: targets "
-               f"{p['target_classes']} at {p['layer']} (z of class 0: {p['z'][0]:.2f}, max other: "
-               f"{max(p['z'][1:]):.2f}); backdoorbench variant: targets {bb['target_classes']}, TPR "
-               f"{_pct(bb['TPR']):.1f} FPR {_pct(bb['FPR']):.2f} F1 {_pct(bb['F1']):.1f}")
-        if "given_target" in p:
-            g = p["given_target"]
-            ctx += (f"; diagnostic, Stage 3 told the true target (paper variant, {g['layer']}): TPR "
-                    f"{_pct(g['TPR']):.1f} FPR {_pct(g['FPR']):.2f}")
-        ok = float(p["target_classes"] == [0])
+        E = [r[a] for r in runs]
+        P = [e["agpd"]["paper"] for e in E]
+        BB = [e["agpd"]["backdoorbench"] for e in E]
+        M10 = [e["agpd"].get("backdoorbench-m10") for e in E]
+        SP = [e["baselines"]["spectral"] for e in E]
+        AC = [e["baselines"]["ac"] for e in E]
+        ctx = (f"{scale}; {n} seed(s); ACC {_ms([_pct(e['acc']) for e in E])}, ASR {_ms([_pct(e['asr']) for e in E])}; "
+               f"paper variant targets per seed {[p['target_classes'] for p in P]} (true: 0); backdoorbench "
+               f"targets {[b['target_classes'] for b in BB]}, TPR {_ms([_pct(b['TPR']) for b in BB])}")
+        if M10[0] is not None:
+            ctx += (f"; backdoorbench + m = 10 % targets {[m['target_classes'] for m in M10]}, TPR "
+                    f"{_ms([_pct(m['TPR']) for m in M10])} FPR {_ms([_pct(m['FPR']) for m in M10])}")
+        if "given_target" in P[0]:
+            ctx += (f"; diagnostic, Stage 3 told the true target (paper variant): TPR "
+                    f"{_ms([_pct(p['given_target']['TPR']) for p in P])} FPR "
+                    f"{_ms([_pct(p['given_target']['FPR']) for p in P])}")
+        tpr = [_pct(p["TPR"]) for p in P]
+        fpr = [_pct(p["FPR"]) for p in P]
+        fpr_ours = _mean(fpr) if min(tpr) > 0 else float("nan")
+        fpr_note = ("baseline = Spectral Signatures' FPR; " + (
+            f"per seed {[round(f, 3) for f in fpr]}" if min(tpr) > 0 else
+            f"not meaningful: AGPD's TPR is 0 in {sum(t == 0 for t in tpr)}/{n} seed(s) (it flagged no poisoned "
+            f"sample), so a low FPR ({_ms(fpr)} %) shows only that it flagged little"))
         claims += [
-            Claim(f"{a}/target_identified", "target class identified (1/0)", ok, threshold=1.0,
+            Claim(f"{a}/asr_before_detection", "attack success rate of the poisoned model (%)",
+                  _mean([_pct(e["asr"]) for e in E]), threshold=80.0, paper="spec: ASR >= 80 % before detection",
+                  note=f"per seed {[round(_pct(e['asr']), 1) for e in E]}; the backdoor must be learned for "
+                       "detection to mean anything"),
+            Claim(f"{a}/target_identified", "share of seeds where exactly the true target is named", 
+                  _mean([float(p["target_classes"] == [0]) for p in P]), threshold=1.0,
                   paper="target identified (Fig. 5a)", note=ctx),
-            Claim(f"{a}/tpr_agpd_vs_spectral", "TPR (%)", _pct(p["TPR"]), baseline=_pct(sp["TPR"]),
-                  margin=1.0, paper=PAPER[a], note=f"Spectral Signatures FPR {_pct(sp['FPR']):.2f}"),
-            Claim(f"{a}/tpr_agpd_vs_ac", "TPR (%)", _pct(p["TPR"]), baseline=_pct(ac["TPR"]),
-                  margin=1.0, paper="AC CIFAR-10 average TPR 6.57", note=f"Activation Clustering FPR {_pct(ac['FPR']):.2f}"),
-            Claim(f"{a}/fpr_agpd", "FPR (%)", _pct(p["FPR"]), baseline=_pct(sp["FPR"]), threshold=2.0,
-                  higher_is_better=False, paper=PAPER[a], note="baseline = Spectral Signatures' FPR"),
-            Claim(f"{a}/f1_agpd", "F1 (%)", _pct(p["F1"]), threshold=90.0, paper=PAPER[a]),
         ]
-    if "clean" in exps:
-        p = exps["clean"]["agpd"]["paper"]
-        bb = exps["clean"]["agpd"]["backdoorbench"]
-        claims.append(Claim("clean/no_target_class", "classes declared targets", len(p["target_classes"]),
-                            threshold=0.0, higher_is_better=False, paper="clean model: no target class",
-                            note=f"{scale}; paper variant targets {p['target_classes']} (fallback "
-                                 f"{p['fallback']}, flagged {p['n_flagged']}); backdoorbench variant targets "
-                                 f"{bb['target_classes']}"))
+        if M10[0] is not None:
+            claims.append(Claim(
+                f"{a}/target_identified_m10", "share of seeds where exactly the true target is named (m = 10 %)",
+                _mean([float(m["target_classes"] == [0]) for m in M10]), threshold=1.0,
+                paper="Remark after Eq. 4: averaging m far-end vectors",
+                note=f"backdoorbench variant with m = ceil(0.1 n_k); z of the target per seed "
+                     f"{[round(m['target_z'], 2) for m in M10]}; targets {[m['target_classes'] for m in M10]}"))
+        claims += [
+            Claim(f"{a}/tpr_agpd_vs_spectral", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in SP]),
+                  margin=1.0, paper=PAPER[a], note=_gap_note(tpr, [_pct(x["TPR"]) for x in SP])
+                  + f"; Spectral Signatures FPR {_ms([_pct(x['FPR']) for x in SP])}"),
+            Claim(f"{a}/tpr_agpd_vs_ac", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in AC]),
+                  margin=1.0, paper="AC CIFAR-10 average TPR 6.57", note=_gap_note(tpr, [_pct(x["TPR"]) for x in AC])
+                  + f"; Activation Clustering FPR {_ms([_pct(x['FPR']) for x in AC])}"),
+            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR > 0)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
+                  threshold=2.0, higher_is_better=False, paper=PAPER[a], note=fpr_note),
+            Claim(f"{a}/f1_agpd", "F1 (%)", _mean([_pct(p["F1"]) for p in P]), threshold=90.0, paper=PAPER[a],
+                  note=f"per seed {[round(_pct(p['F1']), 2) for p in P]}"),
+        ]
+        ranks = {v: [e["agpd"][v]["target_rank"] for e in E] for v in E[0]["agpd"] if "target_rank" in E[0]["agpd"][v]}
+        zs = {v: [round(e["agpd"][v]["target_z"], 2) for e in E] for v in ranks}
+        claims.append(Claim(
+            f"mechanism/{a}_target_rank", "rank of the true target's robust z among classes (paper variant; 1 = top)",
+            _mean(ranks["paper"]), threshold=1.0, higher_is_better=False,
+            paper="the target class has the most dispersed GCD (Sec. 4.2)",
+            note="; ".join(f"{v}: rank {ranks[v]}, z {zs[v]}" for v in ranks) + f" (tau_z = e^2 = {np.e**2:.2f})"))
+        sep = [max((s["ratio"] or 0.0) for s in e["inclass_separation"].values()) for e in E]
+        best = [max(e["inclass_separation"].items(), key=lambda kv: kv[1]["ratio"] or 0.0) for e in E]
+        claims.append(Claim(
+            f"mechanism/{a}_inclass_separation",
+            "angle(poisoned mean, clean mean) / clean spread inside the target class (best layer)",
+            _mean(sep), threshold=1.0, paper="poisoned and clean gradients form two clusters (Sec. 4.1, Fig. 3)",
+            note="; ".join(f"seed {i}: {b[0]} angle {b[1]['angle_deg']:.1f}° vs clean spread "
+                           f"{b[1]['clean_spread_deg']:.1f}°" for i, b in enumerate(best))
+                 + "; > 1: the poisoned mean lies outside the clean cloud"))
+    if "clean" in runs[0]:
+        P = [r["clean"]["agpd"]["paper"] for r in runs]
+        BB = [r["clean"]["agpd"]["backdoorbench"] for r in runs]
+        M10 = [r["clean"]["agpd"].get("backdoorbench-m10") for r in runs]
+        claims.append(Claim("clean/no_target_class", "classes declared targets (mean over seeds)",
+                            _mean([len(p["target_classes"]) for p in P]), threshold=0.0, higher_is_better=False,
+                            paper="clean model: no target class",
+                            note=f"{scale}; paper variant targets {[p['target_classes'] for p in P]} (flagged "
+                                 f"{[p['n_flagged'] for p in P]}); backdoorbench {[b['target_classes'] for b in BB]}"))
+        if M10[0] is not None:
+            claims.append(Claim("clean/no_target_class_m10", "classes declared targets, m = 10 % (mean over seeds)",
+                                _mean([len(m["target_classes"]) for m in M10]), threshold=0.0,
+                                higher_is_better=False, paper="clean model: no target class",
+                                note=f"backdoorbench + m = 10 %: targets {[m['target_classes'] for m in M10]}, "
+                                     f"max z {[round(max(m['z']), 2) for m in M10]}"))
     return claims
 
 
@@ -99,28 +180,39 @@ def _markdown(exps: dict[str, dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
-    """Run BadNets, Blended and the clean control end to end; return the claims. Writes
-    ``experiments.json`` (every number, both variants, per-layer rho and z) and ``experiments.md``.
+def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None, threads: int | None = 1,
+              quiet: bool = False) -> list[Claim]:
+    """Run BadNets, Blended and the clean control end to end for every seed; return the claims.
+    Writes ``experiments.json`` (every number, all detector settings, per-layer rho and z, per seed)
+    and ``experiments.md``. Trained models are cached in ``checkpoints/`` (a rerun resumes).
+
+    Args:
+        quick: digits (quick) or the CIFAR-10 subset (full).
+        seeds: default ``(0, 1)`` quick, ``(0, 1, 2)`` full; a seed sets the poisoned samples, the
+            defender's clean split and the training order.
+        threads: torch threads while running (1: fastest for these small convolutions).
 
     Raises:
         iclr25.core.DataNotFoundError: full mode without the mirrored CIFAR-10 subset.
     """
+    from iclr25.core.threads import limited_threads
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s = SETTINGS[bool(quick)]
-    data = load_data(s["data"])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small convolutions: one thread beats two on a shared 2-core machine
-    exps: dict[str, dict] = {}
-    try:
-        for a in (*ATTACKS, "clean"):
-            log.info("agpd reproduce: %s on %s", a, data.name)
-            exps[a] = run_experiment(data, a, epochs=s["epochs"], model=s["model"], augment=s["augment"],
-                                     checkpoint=out / "checkpoints" / f"{a}.pt", resume=True)
-    finally:
-        torch.set_num_threads(threads)
-    (out / "experiments.json").write_text(json.dumps(exps, indent=1, default=float) + "\n")
-    (out / "experiments.md").write_text(_markdown(exps))
-    scale = f"{data.name}, small Preact CNN, {s['epochs']} epochs"
-    return claims_from_experiments(exps, scale)
+    seeds = tuple(seeds) if seeds else ((0, 1) if quick else (0, 1, 2))
+    runs: list[dict[str, dict]] = []
+    with limited_threads(threads):
+        for seed in seeds:
+            data = load_data(s["data"], seed)
+            exps: dict[str, dict] = {}
+            for a in (*ATTACKS, "clean"):
+                log.info("agpd reproduce: %s on %s, seed %d", a, data.name, seed)
+                ck = out / "checkpoints" / (f"{a}.pt" if seed == 0 else f"{a}-seed{seed}.pt")
+                exps[a] = run_experiment(data, a, epochs=s["epochs"], model=s["model"], augment=s["augment"],
+                                         seed=seed, checkpoint=ck, resume=True)
+            runs.append(exps)
+    (out / "experiments.json").write_text(json.dumps({"seeds": list(seeds), "runs": runs}, indent=1, default=float) + "\n")
+    (out / "experiments.md").write_text("\n".join(f"## seed {sd}\n\n" + _markdown(r) for sd, r in zip(seeds, runs)))
+    scale = f"{s['data']}, small Preact CNN, {s['epochs']} epochs, seeds {list(seeds)}"
+    return claims_from_experiments(runs, scale)

@@ -75,7 +75,8 @@ def window_scores(js: Sequence[float], window: int = 10, beta: float = 5.0) -> n
     return w.mean(1) + beta * w.std(1)
 
 
-def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: str = "middle") -> int:
+def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: str = "middle", *,
+                exhausted: bool = False) -> int:
     """Stopping round of the iterative filtering (Appendix D.1.2).
 
     ``m* = argmin_m S_m`` (see :func:`window_scores`); ``rule="middle"`` (paper) returns
@@ -83,11 +84,22 @@ def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: 
     rounds ``0 .. t*-1`` are the poisoned ones.
 
     Short traces (fewer than ``window`` values, which the official code rejects with a
-    ``ValueError``) have no window to trace back over: the function returns ``len(js) + 1``, the
-    number of rounds that produced the trace, so every filtered sample counts as poisoned. (The
-    spec proposed the position of the global minimum; on a planted two-cluster class whose
-    filtering ends after two rounds that drops the second round's poisoned samples, see
-    ``test_agpd_kat.py::test_synthetic_planted_split``.)
+    ``ValueError``) have no window to trace back over (README deviation 3):
+
+    - the filtering stalled with samples left (``exhausted=False``; the paper variant's raw
+      closeness): every filtered round counts, ``t* = len(js) + 1`` — the samples that never
+      dropped below ``tau_s`` stay clean;
+    - the filtering removed every sample (``exhausted=True``; min-max normalisation removes at
+      least one sample per round, so a small class always ends empty): the stop is the round after
+      the largest change of the closeness distribution, ``t* = argmax_t JS_t + 1`` (``JS_t``
+      compares rounds ``t`` and ``t-1``, 0-based over the trace), so the tail is excluded and a
+      whole class is never marked. An empty trace (one round removed everything) gives ``t* = 0``.
+
+    Args:
+        js: the JS trace ``JS_1..JS_T``.
+        window, beta: the window rule's ``w`` and ``beta``.
+        rule: ``"middle"`` or ``"start"``.
+        exhausted: whether the filtering ended with no sample left.
 
     Raises:
         ValueError: for ``window < 1`` or an unknown ``rule``.
@@ -98,6 +110,8 @@ def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: 
         raise ValueError(f"rule must be 'middle' or 'start', got {rule!r}")
     scores = window_scores(js, window, beta)
     if len(scores) == 0:
-        return len(js) + 1
+        if not exhausted:
+            return len(js) + 1
+        return int(np.argmax(np.asarray(js, dtype=np.float64))) + 1 if len(js) else 0
     m = int(np.argmin(scores))
     return m + window // 2 if rule == "middle" else m

@@ -3,6 +3,8 @@ per-epoch checkpoints and resumption."""
 
 from __future__ import annotations
 
+import math
+
 import logging
 from pathlib import Path
 
@@ -69,6 +71,15 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
     Returns:
         The trained model (same object), in eval mode.
     """
+    from .data import check_images
+
+    check_images(x, y, name="training set")
+    for f, v, ok, rule in (("lr", lr, lr > 0, "> 0"), ("momentum", momentum, 0 <= momentum < 1, "in [0, 1)"),
+                           ("weight_decay", weight_decay, weight_decay >= 0, ">= 0")):
+        if not (math.isfinite(v) and ok):
+            raise ValueError(f"{f}={v!r} must be finite and {rule}")
+    if epochs < 1 or batch_size < 2:
+        raise ValueError(f"epochs={epochs} must be >= 1 and batch_size={batch_size} >= 2 (BatchNorm)")
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
