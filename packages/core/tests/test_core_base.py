@@ -2,6 +2,7 @@ import random
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -99,3 +100,28 @@ def test_run_cli_turns_bad_input_into_clean_errors(capsys, monkeypatch):
     monkeypatch.setenv("ICLR25_DEBUG", "1")
     with pytest.raises(FileNotFoundError):
         run_cli("prog", "demo", cmds, ["go"])
+
+
+@dataclass
+class PathsConfig:
+    """Paths in containers."""
+
+    inputs: tuple[Path, ...] = ()
+    extra: tuple[Path, ...] | None = None
+
+
+def test_config_file_paths_inside_tuples_become_paths(tmp_path):
+    """A --config file's strings become Path inside tuple[Path, ...] too (tyro warned about str before)."""
+    import warnings
+
+    c = config_from_dict(PathsConfig, {"inputs": ["a", "b/c"], "extra": ["d"]})
+    assert c.inputs == (Path("a"), Path("b/c")) and c.extra == (Path("d"),)
+    assert all(isinstance(x, Path) for x in (*c.inputs, *c.extra))
+    seen = []
+    cmds = {"run": Command(PathsConfig, lambda c: seen.append(c) or 0, "run it")}
+    y = tmp_path / "c.yaml"
+    y.write_text("inputs: [x.txt, y.txt]\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert run_cli("prog", "demo", cmds, ["run", "--config", str(y)]) == 0
+    assert seen[-1].inputs == (Path("x.txt"), Path("y.txt"))

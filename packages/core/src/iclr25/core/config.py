@@ -113,11 +113,25 @@ def _type_ok(value: Any, tp: Any) -> bool:
 
 
 def _coerce(value: Any, tp: Any) -> Any:
-    if tp is Path or (get_origin(tp) in (typing.Union, types.UnionType) and Path in get_args(tp)):
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        if value is None:
+            return value
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if Path in args:
+            return Path(value) if isinstance(value, str) else value
+        if len(args) == 1:
+            return _coerce(value, args[0])
+        return value
+    if tp is Path:
         return Path(value) if isinstance(value, str) else value
-    if tp is float and isinstance(value, int):
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if get_origin(tp) is tuple and isinstance(value, list):
+    if get_origin(tp) is tuple and isinstance(value, (list, tuple)):
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]: coerce every element (e.g. Path)
+            return tuple(_coerce(v, args[0]) for v in value)
+        if args and len(args) == len(value):
+            return tuple(_coerce(v, a) for v, a in zip(value, args))
         return tuple(value)
     if dataclasses.is_dataclass(tp) and isinstance(value, dict):
         return config_from_dict(tp, value)
