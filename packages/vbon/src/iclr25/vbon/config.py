@@ -55,8 +55,11 @@ class VBoNConfig:
     """Continuation length (official 40 GPT-2 tokens; CPU: 24 BPE tokens)."""
     temperature: float = 1.0
     """Sampling temperature (official 1.0, ``top_k=0``, ``top_p=1``)."""
+    disable_dropout: bool = True
+    """Set the policy's dropout to 0 (as TRL does), so the update's log-probs equal the rollout's (PPO ratio 1
+    on-policy). Rollouts, old log-probs and the KL estimate are always computed in eval mode."""
     seed: int = 0
-    """Seed for prompt order and sampling."""
+    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream)."""
 
     def __post_init__(self) -> None:
         if self.method not in ("vbon", "rlhf"):
