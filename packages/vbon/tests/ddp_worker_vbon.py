@@ -52,7 +52,7 @@ def main(model_dir: str, out_dir: str) -> None:
         rolls.append({"prompts": ro.samples.prompts, "continuations": ro.samples.continuations,
                       "loss": float(loss)})
     acc.wait_for_everyone()
-    save_file({n: p.detach().contiguous() for n, p in tr.unwrapped.state_dict().items()},
+    save_file({n: p.detach().clone().contiguous() for n, p in tr.unwrapped.named_parameters()},
               str(out / f"weights_rank{rank}.safetensors"))
     (out / f"rollouts_rank{rank}.json").write_text(json.dumps({"world_size": acc.num_processes, "rolls": rolls}))
 

@@ -3,6 +3,7 @@ synced (equal to the single-process average over both ranks' batches) and weight
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +30,12 @@ def test_two_process_data_parallel_vbon(tiny_lm, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", "0", str(WORKER), str(mdir), str(out)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+           "--master_port", str(port), str(WORKER), str(mdir), str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     r0, r1 = (json.loads((out / f"rollouts_rank{r}.json").read_text()) for r in (0, 1))
@@ -40,7 +44,7 @@ def test_two_process_data_parallel_vbon(tiny_lm, tmp_path):
         assert (a["prompts"], a["continuations"]) != (b["prompts"], b["continuations"])
 
     w0, w1 = (load_file(str(out / f"weights_rank{r}.safetensors")) for r in (0, 1))
-    init = {k: v for k, v in model.state_dict().items()}
+    init = dict(model.named_parameters())
     assert w0.keys() == w1.keys()
     assert all(torch.equal(w0[k], w1[k]) for k in w0)  # identical after 3 synced steps
     assert any(not torch.equal(w0[k], init[k]) for k in w0)  # and they did move
