@@ -54,3 +54,18 @@ def test_rollout_is_in_eval_mode_even_with_dropout_kept(tiny_lm, count_reward):
     assert not torch.equal(noisy * ro.mask, ro.old_logprobs * ro.mask)  # dropout is really there
     ref = response_logprobs(tr.ref_policy, ro.samples)
     assert torch.allclose(((again - ref) * ro.mask).sum(1), ro.kl_seq)  # the KL estimate is the eval-mode one
+
+
+def test_policy_loads_through_core_loader(tiny_lm, tmp_path):
+    import pytest
+
+    from iclr25.vbon.config import ModelArgs
+    from iclr25.vbon.runtime import load_policy
+
+    model, tok = tiny_lm
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    m, t = load_policy(ModelArgs(policy=str(tmp_path / "m"), dtype="bfloat16", device="cpu"))
+    assert next(m.parameters()).dtype == torch.bfloat16 and t.pad_token_id is not None
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        load_policy(ModelArgs(policy=str(tmp_path / "missing"), device="cpu"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
+from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
 
@@ -81,8 +82,10 @@ class VBoNConfig:
 
 
 @dataclass
-class ModelArgs:
-    """Which models to use. Defaults: the embedded tiny LM and the TF-IDF reward (CPU scale)."""
+class ModelArgs(ModelLoadOptions):
+    """Which models to use and how to load them (``--dtype``, ``--device-map``, ``--load-in-4bit/8bit``,
+    ``--gradient-checkpointing``, through :func:`iclr25.core.lm.load_causal_lm`). Defaults: the embedded
+    tiny LM and the TF-IDF reward (CPU scale)."""
 
     policy: str | None = None
     """HF id or path of the reference/initial policy (paper: ``lvwerra/gpt2-imdb``); default: embedded tiny LM."""
