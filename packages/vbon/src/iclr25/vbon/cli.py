@@ -72,7 +72,7 @@ def _train(a: TrainArgs) -> int:
     if cfg.method == "vbon":
         cdf_file = a.cdf_path or out / "reward_cdf.jsonl"
         if Path(cdf_file).is_file():
-            cdf = RewardCDFCache.from_jsonl(cdf_file, smoothing=cfg.smoothing, max_m=cfg.m)
+            cdf = RewardCDFCache.from_jsonl(cdf_file, smoothing=cfg.smoothing, max_m=cfg.m, ragged=a.ragged_cdf)
         else:
             cdf = RewardCDFCache.build(lambda p, m: sample_texts(ref, tok, p, m, cfg.max_new_tokens,
                                                                  progress=not a.quiet, desc="reference samples"),

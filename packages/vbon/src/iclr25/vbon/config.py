@@ -115,6 +115,9 @@ class TrainArgs:
     """Training prompts taken from the mirror when no file is given."""
     cdf_path: Path | None = None
     """Reward-CDF cache JSONL (official formats accepted); built (and saved in the run folder) when absent."""
+    ragged_cdf: bool = False
+    """Accept a CDF file whose prompts have different sample counts (each prompt keeps its own M); without it
+    unequal counts are an error naming the prompt (never a silent cut to the smallest count)."""
     save_every: int = 10
     """Checkpoint every this many steps."""
     resume: bool = False
