@@ -13,6 +13,7 @@ Ties count as "not less" (``searchsorted(side="left")``), as in the official cod
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,20 +26,23 @@ _SMOOTHINGS = ("add_one", "none")
 
 
 def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
-                      smoothing: str = "add_one") -> torch.Tensor:
+                      smoothing: str = "add_one", counts: torch.Tensor | None = None) -> torch.Tensor:
     """``log F̂(r)`` from sorted reference rewards (§3.2).
 
     Args:
         sorted_ref_rewards: ``(M,)`` or ``(B, M)`` float, sorted ascending along the last axis
-            (one row of reference rewards per element of ``rewards`` when 2-D).
+            (one row of reference rewards per element of ``rewards`` when 2-D). Ragged rows are padded
+            at the end with ``+inf`` (never "less" than a finite reward) and give their sizes in ``counts``.
         rewards: ``(B,)`` float rewards to transform (or a scalar with 1-D references).
         smoothing: ``"add_one"`` (official code) or ``"none"``.
+        counts: optional ``(B,)`` long, the number of real references in each row (``1 <= M_b <= M``);
+            default: every row has ``M``.
 
     Returns:
         ``(B,)`` float64 ``log F̂`` in nats.
 
     Raises:
-        ValueError: unknown smoothing, empty references, shape mismatch, NaN rewards.
+        ValueError: unknown smoothing, empty references, shape mismatch, NaN or infinite rewards.
     """
     if smoothing not in _SMOOTHINGS:
         raise ValueError(f"smoothing must be one of {_SMOOTHINGS}, got {smoothing!r}")
@@ -50,6 +54,8 @@ def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
         raise ValueError("empirical_log_cdf needs at least one reference reward (M >= 1)")
     if torch.isnan(r).any() or torch.isnan(ref).any():
         raise ValueError("rewards contain NaN; check the reward function")
+    if torch.isinf(r).any():
+        raise ValueError("rewards contain inf; check the reward function")
     if ref.dim() == 1:
         less = torch.searchsorted(ref.contiguous(), r, side="left")
     elif ref.dim() == 2:
@@ -58,7 +64,13 @@ def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
         less = torch.searchsorted(ref.contiguous(), r[:, None], side="left").squeeze(1)
     else:
         raise ValueError(f"sorted_ref_rewards must be (M,) or (B, M), got {tuple(ref.shape)}")
-    m = ref.shape[-1]
+    if counts is None:
+        m = torch.tensor(float(ref.shape[-1]), dtype=torch.float64)
+    else:
+        m = torch.as_tensor(counts, dtype=torch.float64).reshape(-1)
+        if m.shape != r.shape or (m < 1).any() or (m > ref.shape[-1]).any():
+            raise ValueError(f"counts must be ({r.numel()},) with 1 <= M_b <= {ref.shape[-1]}, got {m.tolist()}")
+        m = m.to(ref.device)
     less = less.to(torch.float64)
     out = torch.log((1 + less) / (m + 1)) if smoothing == "add_one" else torch.log(less / m)
     return out[0] if scalar else out
@@ -76,16 +88,19 @@ class RewardCDFCache:
 
     Args:
         prompts: the ``P`` prompt strings (normalised with :func:`normalize_prompt`).
-        sorted_rewards: ``(P, M)`` float64, each row sorted ascending.
+        sorted_rewards: ``(P, M)`` float64, each row sorted ascending. A ragged cache (prompts with
+            different sample counts ``M_p``) pads each row at the end with ``+inf``.
         smoothing: ``"add_one"`` or ``"none"`` (see :func:`empirical_log_cdf`).
+        counts: ``(P,)`` long, the real samples ``M_p`` of each row; default: all ``M`` (no padding).
 
     Raises:
-        ValueError: duplicated prompts, shape mismatch, NaN rewards.
+        ValueError: duplicated prompts, shape mismatch, NaN rewards, infinite rewards outside the padding.
     """
 
     prompts: list[str]
     sorted_rewards: torch.Tensor
     smoothing: str = "add_one"
+    counts: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         self.prompts = [normalize_prompt(p) for p in self.prompts]
@@ -94,6 +109,15 @@ class RewardCDFCache:
             raise ValueError(f"sorted_rewards must be (P={len(self.prompts)}, M>=1), got {tuple(sr.shape)}")
         if torch.isnan(sr).any():
             raise ValueError("reference rewards contain NaN")
+        if self.counts is None:
+            self.counts = torch.full((sr.shape[0],), sr.shape[1], dtype=torch.long)
+        self.counts = torch.as_tensor(self.counts, dtype=torch.long).reshape(-1)
+        if self.counts.shape[0] != sr.shape[0] or (self.counts < 1).any() or (self.counts > sr.shape[1]).any():
+            raise ValueError(f"counts must be (P={sr.shape[0]},) with 1 <= M_p <= {sr.shape[1]}")
+        pad = torch.arange(sr.shape[1])[None, :] >= self.counts[:, None]
+        if torch.isinf(sr[~pad]).any():
+            raise ValueError("reference rewards contain inf; check the reward function")
+        sr = sr.masked_fill(pad, float("inf"))
         self.sorted_rewards = torch.sort(sr, dim=1).values
         self.index = {p: i for i, p in enumerate(self.prompts)}
         if len(self.index) != len(self.prompts):
@@ -103,8 +127,13 @@ class RewardCDFCache:
 
     @property
     def m(self) -> int:
-        """Number of reference samples per prompt."""
+        """Number of reference samples per prompt (the largest ``M_p`` of a ragged cache)."""
         return int(self.sorted_rewards.shape[1])
+
+    @property
+    def ragged(self) -> bool:
+        """Whether prompts have different sample counts ``M_p``."""
+        return bool((self.counts != self.sorted_rewards.shape[1]).any())
 
     def rows(self, prompts: Sequence[str]) -> torch.Tensor:
         """Row indices of ``prompts``. Raises ``KeyError`` naming the first unknown prompt."""
@@ -122,7 +151,8 @@ class RewardCDFCache:
         r = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
         if r.numel() != len(prompts):
             raise ValueError(f"{len(prompts)} prompts but {r.numel()} rewards")
-        return empirical_log_cdf(self.sorted_rewards[self.rows(prompts)], r, self.smoothing)
+        rows = self.rows(prompts)
+        return empirical_log_cdf(self.sorted_rewards[rows], r, self.smoothing, self.counts[rows])
 
     @classmethod
     def from_samples(cls, prompts: Sequence[str], rewards, smoothing: str = "add_one") -> RewardCDFCache:
@@ -159,41 +189,56 @@ class RewardCDFCache:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(p, "w", encoding="utf-8") as fh:
-            for pr, row in zip(self.prompts, self.sorted_rewards.tolist()):
-                fh.write(json.dumps({"prompt": pr, "rewards": row}) + "\n")
+            for pr, row, c in zip(self.prompts, self.sorted_rewards.tolist(), self.counts.tolist()):
+                fh.write(json.dumps({"prompt": pr, "rewards": row[:c]}) + "\n")
         return p
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, smoothing: str = "add_one", max_m: int | None = None) -> RewardCDFCache:
+    def from_jsonl(cls, path: str | Path, smoothing: str = "add_one", max_m: int | None = None,
+                   ragged: bool = False) -> RewardCDFCache:
         """Read a cache from JSONL lines of either official format (or ours):
         ``{"prompt", "reward"}`` (one sample per line, grouped by prompt) or
         ``{"prompt", "rewards": [...]}``. ``max_m`` keeps the first ``max_m`` rewards per prompt
-        (the official code caps M at ~300). When prompts have unequal counts, every prompt keeps the
-        first ``min`` count (a rectangular cache).
+        (the official code caps M at ~300).
+
+        Prompts with unequal sample counts are never cut to a common size: with ``ragged=False``
+        (default) they raise, naming the prompt with the fewest samples and its count; with
+        ``ragged=True`` each prompt keeps its own ``M_p`` (``F̂`` of prompt ``p`` uses its ``M_p``).
 
         Raises:
-            ValueError: naming the file and line of a malformed record, or unequal M.
+            ValueError: naming the file and line of a malformed record (or a non-finite reward), or
+                unequal per-prompt counts when ``ragged=False``.
         """
+        from iclr25.core.jsonl import read_jsonl
+
+        if max_m is not None and max_m < 1:
+            raise ValueError(f"max_m must be >= 1, got {max_m}")
         groups: dict[str, list[float]] = {}
-        with open(path, encoding="utf-8") as fh:
-            for ln, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    key = normalize_prompt(rec["prompt"])
-                    vals = rec["rewards"] if "rewards" in rec else [rec["reward"]]
-                    vals = [float(v) for v in vals]
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                    raise ValueError(f"{path}:{ln}: expected a JSON object with 'prompt' and 'reward' or "
-                                     f"'rewards' ({type(e).__name__}: {e})") from e
-                groups.setdefault(key, []).extend(vals)
+        for ln, rec in enumerate(read_jsonl(path, required=("prompt",)), 1):
+            try:
+                key = normalize_prompt(rec["prompt"])
+                vals = rec["rewards"] if "rewards" in rec else [rec["reward"]]
+                vals = [float(v) for v in vals]
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise ValueError(f"{path}: record {ln}: expected a JSON object with 'prompt' and 'reward' or "
+                                 f"'rewards' ({type(e).__name__}: {e})") from e
+            if not all(math.isfinite(v) for v in vals):
+                raise ValueError(f"{path}: record {ln}: non-finite reward for prompt {key!r}")
+            groups.setdefault(key, []).extend(vals)
         if not groups:
             raise ValueError(f"{path}: no records")
         if max_m is not None:
             groups = {k: v[:max_m] for k, v in groups.items()}
-        sizes = {len(v) for v in groups.values()}
-        if len(sizes) != 1:
-            m = min(sizes)
-            groups = {k: v[:m] for k, v in groups.items()}
-        return cls(list(groups), torch.tensor(list(groups.values()), dtype=torch.float64), smoothing)
+        sizes = {k: len(v) for k, v in groups.items()}
+        lo, hi = min(sizes, key=sizes.get), max(sizes.values())
+        if sizes[lo] == 0:
+            raise ValueError(f"{path}: prompt {lo!r} has no rewards")
+        if sizes[lo] != hi and not ragged:
+            raise ValueError(f"{path}: prompts have unequal reference-sample counts (M from {sizes[lo]} to {hi}); "
+                             f"prompt {lo!r} has {sizes[lo]} sample(s). Pass ragged=True (CLI --ragged-cdf) to "
+                             f"keep each prompt's own M, or max_m={sizes[lo]} to use {sizes[lo]} for all")
+        counts = torch.tensor(list(sizes.values()), dtype=torch.long)
+        table = torch.full((len(groups), hi), float("inf"), dtype=torch.float64)
+        for i, v in enumerate(groups.values()):
+            table[i, :len(v)] = torch.tensor(v, dtype=torch.float64)
+        return cls(list(groups), table, smoothing, counts)

@@ -66,14 +66,16 @@ def _train(a: TrainArgs) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(_jsonable(asdict(a)), indent=2))
     prompts = default_prompts(a.num_prompts, "train", prompts_file=a.prompts_file)
+    # validate the data (prompts, a given CDF file) before any model loads
+    cdf = None
+    cdf_file = a.cdf_path or out / "reward_cdf.jsonl"
+    if cfg.method == "vbon" and Path(cdf_file).is_file():
+        cdf = RewardCDFCache.from_jsonl(cdf_file, smoothing=cfg.smoothing, max_m=cfg.m, ragged=a.ragged_cdf)
+        cdf.rows(prompts)  # KeyError naming a training prompt missing from the file
     ref, tok = load_policy(a.models, progress=not a.quiet)
     reward = load_reward(a.models)
-    cdf = None
     if cfg.method == "vbon":
-        cdf_file = a.cdf_path or out / "reward_cdf.jsonl"
-        if Path(cdf_file).is_file():
-            cdf = RewardCDFCache.from_jsonl(cdf_file, smoothing=cfg.smoothing, max_m=cfg.m)
-        else:
+        if cdf is None:
             cdf = RewardCDFCache.build(lambda p, m: sample_texts(ref, tok, p, m, cfg.max_new_tokens,
                                                                  progress=not a.quiet, desc="reference samples"),
                                        reward, prompts, cfg.m, cfg.smoothing)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
+from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
 
@@ -55,8 +56,11 @@ class VBoNConfig:
     """Continuation length (official 40 GPT-2 tokens; CPU: 24 BPE tokens)."""
     temperature: float = 1.0
     """Sampling temperature (official 1.0, ``top_k=0``, ``top_p=1``)."""
+    disable_dropout: bool = True
+    """Set the policy's dropout to 0 (as TRL does), so the update's log-probs equal the rollout's (PPO ratio 1
+    on-policy). Rollouts, old log-probs and the KL estimate are always computed in eval mode."""
     seed: int = 0
-    """Seed for prompt order and sampling."""
+    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream)."""
 
     def __post_init__(self) -> None:
         if self.method not in ("vbon", "rlhf"):
@@ -78,8 +82,10 @@ class VBoNConfig:
 
 
 @dataclass
-class ModelArgs:
-    """Which models to use. Defaults: the embedded tiny LM and the TF-IDF reward (CPU scale)."""
+class ModelArgs(ModelLoadOptions):
+    """Which models to use and how to load them (``--dtype``, ``--device-map``, ``--load-in-4bit/8bit``,
+    ``--gradient-checkpointing``, through :func:`iclr25.core.lm.load_causal_lm`). Defaults: the embedded
+    tiny LM and the TF-IDF reward (CPU scale)."""
 
     policy: str | None = None
     """HF id or path of the reference/initial policy (paper: ``lvwerra/gpt2-imdb``); default: embedded tiny LM."""
@@ -109,6 +115,9 @@ class TrainArgs:
     """Training prompts taken from the mirror when no file is given."""
     cdf_path: Path | None = None
     """Reward-CDF cache JSONL (official formats accepted); built (and saved in the run folder) when absent."""
+    ragged_cdf: bool = False
+    """Accept a CDF file whose prompts have different sample counts (each prompt keeps its own M); without it
+    unequal counts are an error naming the prompt (never a silent cut to the smallest count)."""
     save_every: int = 10
     """Checkpoint every this many steps."""
     resume: bool = False

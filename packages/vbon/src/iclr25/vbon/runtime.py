@@ -32,13 +32,10 @@ def load_policy(args: ModelArgs, data=None, progress: bool = True):
 
     dev = choose_device(args.device)
     if args.policy:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from iclr25.core.lm import load_causal_lm
 
-        tok = AutoTokenizer.from_pretrained(args.policy)
-        if tok.pad_token_id is None:
-            tok.pad_token = tok.eos_token
-        model = AutoModelForCausalLM.from_pretrained(args.policy).to(dev).eval()
-        return model, tok
+        # raises ModelNotFoundError (a FileNotFoundError) for a missing folder / id, without a download offline
+        return load_causal_lm(args.policy, device=args.device, **args.load_kwargs())
     from .reflm import load_reference_lm
 
     model, tok = load_reference_lm(LM_SIZES[args.lm_size], data=data, progress=progress)
@@ -70,7 +67,15 @@ def default_prompts(n: int, split: str = "train", data=None, prompts_file: Path 
 
 
 def clone_policy(model):
-    """A trainable deep copy of ``model`` (the policy starts at ``pi_ref``)."""
+    """A trainable deep copy of ``model`` (the policy starts at ``pi_ref``).
+
+    Raises:
+        ValueError: a 4-/8-bit quantised model (vBoN trains every weight; quantised weights cannot be trained).
+    """
+    if getattr(model, "is_quantized", False) or getattr(model, "is_loaded_in_4bit", False) \
+            or getattr(model, "is_loaded_in_8bit", False):
+        raise ValueError("the policy is 4-/8-bit quantised; vBoN trains all parameters, so train with --dtype "
+                         "bfloat16 (quantisation is for bon-sample / evaluate)")
     m = copy.deepcopy(model).train()
     for p in m.parameters():
         p.requires_grad_(True)

@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,9 +30,9 @@ from .cdf import RewardCDFCache
 from .config import VBoNConfig
 from .objective import kl_k3, policy_gradient_loss, rloo_advantages, vbon_reward
 from .rewards import RewardFn, call_reward
-from .sampling import response_logprobs, sample, sample_texts
+from .sampling import Samples, response_logprobs, sample, sample_texts
 
-__all__ = ["VBoNTrainer", "evaluate_policy", "win_rate"]
+__all__ = ["VBoNTrainer", "Rollout", "evaluate_policy", "win_rate"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,17 @@ def evaluate_policy(policy, ref_policy, tokenizer, reward_fn: RewardFn, prompts:
     prompts = list(prompts)
     if not prompts:
         raise ValueError("evaluate_policy: the prompt set is empty")
+    was = policy.training
+    policy.eval()
+    try:
+        return _evaluate(policy, ref_policy, tokenizer, reward_fn, prompts, samples_per_prompt, max_new_tokens,
+                         ref_rewards, temperature)
+    finally:
+        policy.train(was)
+
+
+def _evaluate(policy, ref_policy, tokenizer, reward_fn, prompts, samples_per_prompt, max_new_tokens, ref_rewards,
+              temperature) -> dict[str, float]:
     s = sample(policy, tokenizer, prompts, samples_per_prompt, max_new_tokens, temperature)
     r = call_reward(reward_fn, s.prompts, s.continuations)
     lp = response_logprobs(policy, s)
@@ -90,6 +102,41 @@ def evaluate_policy(policy, ref_policy, tokenizer, reward_fn: RewardFn, prompts:
     return {"win_rate": wr, "win_rate_se": wr_se, "reward": float(r.mean()), "reward_se": float(r.std() / math.sqrt(n)),
             "kl": float(kl_seq.mean()), "kl_se": float(kl_seq.std() / math.sqrt(n)), "kl_k3": float(k3.mean()),
             "n_samples": n}
+
+
+_RANK_STRIDE = 1_000_003
+
+
+def _disable_dropout(model) -> None:
+    """Set every ``nn.Dropout`` probability to 0 (TRL's ``disable_dropout_in_model``)."""
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+
+
+@dataclass
+class Rollout:
+    """One rank's rollout batch. ``B = prompts_per_step * samples_per_prompt``.
+
+    Attributes:
+        samples: the :class:`~iclr25.vbon.sampling.Samples` (``(B, L)`` tensors).
+        rewards: ``(B,)`` float64 raw rewards ``r(x, y)``.
+        old_logprobs: ``(B, L)`` token log-probs under the sampling policy (eval mode, no grad).
+        mask: ``(B, L)`` float, 1 on continuation tokens.
+        kl_seq: ``(B,)`` ``sum_t log pi_theta - log pi_ref`` (nats).
+        transformed: ``(B,)`` vBoN (or raw RLHF) reward before the KL penalty.
+        returns: ``(B,)`` ``transformed - kl_coef * kl_seq``.
+        advantages: ``(B,)`` RLOO advantages.
+    """
+
+    samples: Samples
+    rewards: torch.Tensor
+    old_logprobs: torch.Tensor
+    mask: torch.Tensor
+    kl_seq: torch.Tensor
+    transformed: torch.Tensor
+    returns: torch.Tensor
+    advantages: torch.Tensor
 
 
 class VBoNTrainer:
@@ -130,8 +177,11 @@ class VBoNTrainer:
         self.ref_policy = ref_policy.to(self.accelerator.device).eval()
         for p in self.ref_policy.parameters():
             p.requires_grad_(False)
+        if config.disable_dropout:
+            _disable_dropout(policy)
         self.step = 0
-        self.generator = torch.Generator().manual_seed(config.seed)
+        # one prompt stream per rank (rank 0 keeps the single-process stream): ranks draw different data
+        self.generator = torch.Generator().manual_seed(config.seed + _RANK_STRIDE * int(self.accelerator.process_index))
         self.history: list[dict[str, float]] = []
 
     @property
@@ -145,37 +195,71 @@ class VBoNTrainer:
         lf = self.cdf.log_cdf(prompts, r)
         return vbon_reward(lf, log_ref, self.cfg.n, self.cfg.bound, self.cfg.scale)
 
-    def train_step(self) -> dict[str, float]:
-        """One rollout + update. Returns the step's metrics."""
+    @property
+    def rank(self) -> int:
+        """This process's index under ``accelerate launch``/``torchrun`` (0 on one process)."""
+        return int(self.accelerator.process_index)
+
+    def _eval_forward(self):
+        """Context: the policy in eval mode (dropout off) for rollouts, old log-probs and the KL estimate."""
+        trainer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.was = trainer.policy.training
+                trainer.policy.eval()
+
+            def __exit__(self, *exc):
+                trainer.policy.train(self.was)
+
+        return _Ctx()
+
+    @torch.no_grad()
+    def rollout(self) -> Rollout:
+        """Draw this rank's batch (its own prompt generator and sampling seed), score it and compute the
+        old policy / reference log-probs, the KL estimate and the RLOO advantages — all in eval mode
+        (dropout off, as TRL's PPO trainer does), so the on-policy PPO ratio is exactly 1."""
         cfg = self.cfg
         idx = torch.randint(len(self.prompts), (cfg.prompts_per_step,), generator=self.generator)
         batch = [self.prompts[i] for i in idx.tolist()]
-        torch.manual_seed(cfg.seed * 100_003 + self.step)
-        model = self.unwrapped
-        s = sample(model, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens, cfg.temperature)
-        r = call_reward(self.reward_fn, s.prompts, s.continuations)
-        with torch.no_grad():
+        torch.manual_seed(cfg.seed * 100_003 + self.step + _RANK_STRIDE * self.rank)
+        with self._eval_forward():
+            s = sample(self.unwrapped, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens,
+                       cfg.temperature)
+            r = call_reward(self.reward_fn, s.prompts, s.continuations)
             old = response_logprobs(self.policy, s)
             mask_full = s.response_mask + (s.prompt_mask if cfg.ref_logprob_scope == "full" else 0)
             ref_all = response_logprobs(self.ref_policy, s, mask_full)
-            ref = ref_all * s.response_mask
+        ref = ref_all * s.response_mask
         maskf = s.response_mask.to(old.dtype)
         kl_seq = ((old - ref) * maskf).sum(1)
         rew = self.transformed_reward(s.prompts, r, ref_all.sum(1).double().cpu()).to(old.dtype).to(old.device)
         returns = rew - cfg.kl_coef * kl_seq
         adv = rloo_advantages(returns, cfg.samples_per_prompt)
-        self.policy.train()
+        return Rollout(s, r, old, maskf, kl_seq, rew, returns, adv)
+
+    def update(self, ro: Rollout) -> torch.Tensor:
+        """RLOO / PPO-clip epochs on one rollout; gradients are averaged over ranks (DDP). Returns the last loss."""
+        cfg = self.cfg
+        self.policy.train(not cfg.disable_dropout)
         epochs = cfg.ppo_epochs if cfg.algo == "ppo" else 1
         for _ in range(epochs):
-            logp = response_logprobs(self.policy, s)
-            loss = policy_gradient_loss(logp, old, maskf, adv, clip=cfg.clip if cfg.algo == "ppo" else None)
+            logp = response_logprobs(self.policy, ro.samples)
+            loss = policy_gradient_loss(logp, ro.old_logprobs, ro.mask, ro.advantages,
+                                        clip=cfg.clip if cfg.algo == "ppo" else None)
             self.optimizer.zero_grad(set_to_none=True)
             self.accelerator.backward(loss)
             self.accelerator.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
+        return loss.detach()
+
+    def train_step(self) -> dict[str, float]:
+        """One rollout + update. Returns the step's metrics (this rank's batch)."""
+        ro = self.rollout()
+        loss = self.update(ro)
         self.step += 1
-        m = {"step": self.step, "reward": float(r.mean()), "vbon_reward": float(rew.mean()),
-             "kl": float(kl_seq.mean()), "return": float(returns.mean()), "loss": float(loss.detach())}
+        m = {"step": self.step, "reward": float(ro.rewards.mean()), "vbon_reward": float(ro.transformed.mean()),
+             "kl": float(ro.kl_seq.mean()), "return": float(ro.returns.mean()), "loss": float(loss)}
         self.history.append(m)
         return m
 
@@ -205,6 +289,8 @@ class VBoNTrainer:
         d = Path(path)
         d.mkdir(parents=True, exist_ok=True)
         self.accelerator.wait_for_everyone()
+        torch.save({"generator": self.generator.get_state(), "torch_rng": torch.get_rng_state()},
+                   d / f"rng_state_{self.rank}.pt")
         if self.accelerator.is_main_process:
             self.unwrapped.save_pretrained(d)
             self.tokenizer.save_pretrained(d)
@@ -224,5 +310,10 @@ class VBoNTrainer:
         st = torch.load(d / "trainer_state.pt", weights_only=True)
         self.optimizer.load_state_dict(st["optimizer"])
         self.step = int(st["step"])
-        self.generator.set_state(st["generator"])
-        torch.set_rng_state(st["torch_rng"])
+        own = d / f"rng_state_{self.rank}.pt"
+        rng = torch.load(own, weights_only=True) if own.is_file() else st
+        if not own.is_file() and self.rank:
+            raise FileNotFoundError(f"{own} is missing: the checkpoint was written with fewer processes; resume "
+                                    "with the same number of processes")
+        self.generator.set_state(rng["generator"])
+        torch.set_rng_state(rng["torch_rng"])
