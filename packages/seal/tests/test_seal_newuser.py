@@ -32,3 +32,12 @@ def test_sft_resume_corrupt_model_state_is_clean_error(tmp_path, new_model, enco
     (ck / "model_state.pt").write_bytes(data[: len(data) // 3])
     with pytest.raises(ValueError, match="model_state.pt is corrupt or truncated"):
         sft(new_model(), ft, cfg, checkpoint_dir=ck, resume=True, progress=False)
+
+
+def test_corrupt_official_pt_selector_is_clean_error(tmp_path):
+    from iclr25.seal import load_selector
+
+    p = tmp_path / "logits.pt"
+    p.write_bytes(b"junk")
+    with pytest.raises(ValueError, match="cannot be read as a weights-only torch file"):
+        load_selector(p)

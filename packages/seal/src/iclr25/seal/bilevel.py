@@ -151,7 +151,11 @@ def load_selector(path: str | Path) -> SelectorResult:
     if not p.is_file():
         raise FileNotFoundError(f"selector {p} does not exist (write one with 'iclr25-seal train-selector')")
     if p.suffix == ".pt":
-        t = torch.load(p, map_location="cpu", weights_only=True)
+        try:
+            t = torch.load(p, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises many types for a damaged file
+            raise ValueError(f"selector {p} cannot be read as a weights-only torch file ({type(e).__name__}); "
+                             "give selector.safetensors from train-selector or an official logits .pt") from None
         if isinstance(t, dict):
             t = t.get("logits")
         if not isinstance(t, torch.Tensor):
