@@ -36,7 +36,7 @@ import torch
 from .config import BilevelConfig
 from .data import LMDataset
 from .losses import per_sample_lm_loss
-from .runtime import PlainRuntime, Runtime, resolve_micro_batch
+from .runtime import PlainRuntime, Runtime, load_checkpoint_file, resolve_micro_batch
 from .selector import Selector, selector_loss
 
 __all__ = ["SelectorResult", "train_selector", "epoch_plan", "safe_positions", "load_selector", "SELECTOR_FORMAT"]
@@ -151,7 +151,11 @@ def load_selector(path: str | Path) -> SelectorResult:
     if not p.is_file():
         raise FileNotFoundError(f"selector {p} does not exist (write one with 'iclr25-seal train-selector')")
     if p.suffix == ".pt":
-        t = torch.load(p, map_location="cpu", weights_only=True)
+        try:
+            t = torch.load(p, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises many types for a damaged file
+            raise ValueError(f"selector {p} cannot be read as a weights-only torch file ({type(e).__name__}); "
+                             "give selector.safetensors from train-selector or an official logits .pt") from None
         if isinstance(t, dict):
             t = t.get("logits")
         if not isinstance(t, torch.Tensor):
@@ -181,6 +185,18 @@ def load_selector(path: str | Path) -> SelectorResult:
     if not bool(torch.isfinite(res.logits).all()):
         raise ValueError(f"selector {p}: logits contain NaN or inf")
     return res
+
+
+
+def data_fingerprint(data: LMDataset) -> str:
+    """sha256 of a tokenised set's token ids and loss mask (order-sensitive), stored in a checkpoint so that
+    ``--resume`` refuses a different file of the same length."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in (data.input_ids, data.response_mask, data.lengths):
+        h.update(t.detach().cpu().to(torch.int64).contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _cfg_key(cfg: BilevelConfig) -> dict[str, Any]:
@@ -276,13 +292,19 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
     history: list[dict[str, Any]] = []
     st: dict[str, Any] = {"epoch": 0, "step": 0, "global_step": 0, "safe_pos": 0, "safe_pos_epoch": 0,
                           "acc": [0.0, 0.0, 0.0, 0], "seconds": 0.0}
+    fingerprints = {"ft_fingerprint": data_fingerprint(ft), "safe_fingerprint": data_fingerprint(safe)}
     if resume:
         assert ckpt is not None
-        own = torch.load(ckpt / "loop_state.pt", map_location="cpu", weights_only=True)
+        own = load_checkpoint_file(ckpt / "loop_state.pt")
         meta = json.loads(own["meta"])
         if meta["n_ft"] != n or meta["n_safe"] != m:
             raise ValueError(f"checkpoint {ckpt} is for |D_ft|={meta['n_ft']}, |D_safe|={meta['n_safe']}, not "
                              f"{n}, {m}: resume with the same --safe and --ft files")
+        for key in ("ft_fingerprint", "safe_fingerprint"):
+            if meta.get(key) is not None and meta[key] != fingerprints[key]:
+                which = "--ft" if key == "ft_fingerprint" else "--safe"
+                raise ValueError(f"checkpoint {ckpt} was written for another {which} file (same length, other "
+                                 f"content or order): ω is indexed by line; resume with the same {which} file")
         diff = sorted(k for k, v in _cfg_key(cfg).items()
                       if json.dumps(v) != json.dumps(meta["config"].get(k)))
         if diff:
@@ -308,7 +330,7 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
     def own_state() -> dict[str, Any]:
         d = {"logits": sel.logits.detach().cpu().clone(), "selector_opt": sel_opt.state_dict(),
              "update_counts": counts.clone(), "epoch_logits": epoch_logits.clone(), "torch_rng": torch.get_rng_state(),
-             "meta": json.dumps({"n_ft": n, "n_safe": m, "config": _cfg_key(cfg), "state": st, "history": history})}
+             "meta": json.dumps({"n_ft": n, "n_safe": m, **fingerprints, "config": _cfg_key(cfg), "state": st, "history": history})}
         if torch.cuda.is_available():
             d["cuda_rng"] = torch.stack(torch.cuda.get_rng_state_all())
         return d

@@ -86,7 +86,7 @@ class Runtime:
             torch.save(state, folder / "model_state.pt")
 
     def load_model_state(self, folder: Path, model: Any, optimizer: Any) -> None:
-        state = torch.load(folder / "model_state.pt", map_location="cpu", weights_only=True)
+        state = load_checkpoint_file(folder / "model_state.pt")
         m = self.unwrap(model)
         names = {k for k, v in m.named_parameters() if v.requires_grad}
         if set(state["model"]) != names:
@@ -227,3 +227,19 @@ def make_runtime(device: str = "auto", *, accelerate: bool | None = None) -> Run
         log.info("accelerate: %d process(es), %s, device %s", acc.num_processes, acc.distributed_type, acc.device)
         return AccelerateRuntime(acc)
     return PlainRuntime(choose_device(device))
+
+
+def load_checkpoint_file(path: Path) -> Any:
+    """``torch.load(path, weights_only=True)`` with a clean error for a corrupt or truncated file.
+
+    Raises:
+        ValueError: the file cannot be read (named, with the reason and the fix).
+    """
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many types for a damaged file
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ValueError(f"checkpoint file {path} is corrupt or truncated ({type(e).__name__}: {msg[:120]}); "
+                         "delete the checkpoint folder and run without --resume") from None

@@ -16,7 +16,7 @@ from .bilevel import _ckpt_write, _perm
 from .config import SFTConfig
 from .data import LMDataset
 from .losses import token_mean_lm_loss
-from .runtime import PlainRuntime, Runtime, resolve_micro_batch
+from .runtime import PlainRuntime, Runtime, load_checkpoint_file, resolve_micro_batch
 
 __all__ = ["sft", "base_losses"]
 
@@ -71,7 +71,7 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
     st: dict[str, Any] = {"epoch": 0, "step": 0, "global_step": 0, "losses": []}
     if resume:
         assert ckpt is not None
-        own = torch.load(ckpt / "loop_state.pt", map_location="cpu", weights_only=True)
+        own = load_checkpoint_file(ckpt / "loop_state.pt")
         meta = json.loads(own["meta"])
         if meta["n"] != n or meta["config"] != json.loads(json.dumps(key)):
             raise ValueError(f"checkpoint {ckpt} was written for another run (n={meta['n']}, settings "
