@@ -36,3 +36,16 @@ def test_train_resume_refuses_other_settings_and_corrupt_file(tmp_path):
     with pytest.raises(ValueError, match="corrupt or truncated"):
         train_watermark_model(cfg, x[:32], 0, settings=TrainSettings(epochs=3, batch_size=16), val_images=x[32:],
                               checkpoint=ck, resume=True)
+
+
+def test_npz_of_another_size_is_resized_with_a_warning(tmp_path, caplog):
+    import numpy as np
+
+    from iclr25.wm_transfer.data import load_npz_images
+
+    p = tmp_path / "x.npz"
+    np.savez(p, images=np.zeros((2, 64, 48, 3), dtype=np.uint8))
+    with caplog.at_level("WARNING"):
+        out = load_npz_images(p, image_size=32)
+    assert tuple(out.images.shape) == (2, 3, 32, 32)
+    assert "64x48, resized" in caplog.text
