@@ -179,6 +179,11 @@ def load_npz_images(path: str | Path, image_size: int | None = None, limit: int 
     else:
         raise ValueError(f"{path}: 'images' dtype {x.dtype} not supported (uint8 [N,H,W,3] or float [N,3,H,W])")
     if image_size is not None and tuple(t.shape[-2:]) != (image_size, image_size):
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "%s: images are %dx%d, resized (bilinear, aspect ratio not kept) to the model's %dx%d",
+            path, t.shape[-2], t.shape[-1], image_size, image_size)
         t = torch.nn.functional.interpolate(t, size=(image_size, image_size), mode="bilinear",
                                             align_corners=False, antialias=True).clamp(-1, 1)
     msgs = None

@@ -14,6 +14,7 @@ imperceptible watermark (PSNR ≥ 30 dB) without a hand-tuned schedule.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import secrets
@@ -197,7 +198,14 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
     if resume:
         if ckpt is None or not ckpt.is_file():
             raise FileNotFoundError(f"resume: no epoch checkpoint at {ckpt}; train without --resume first")
-        st = torch.load(ckpt, map_location=device, weights_only=True)
+        try:
+            st = torch.load(ckpt, map_location=device, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - unpickling errors have many types
+            raise ValueError(f"{ckpt}: epoch checkpoint is corrupt or truncated ({type(e).__name__}); delete it and "
+                             "train without --resume") from None
+        if not isinstance(st, dict):
+            raise ValueError(f"{ckpt}: expected a dict epoch checkpoint, got {type(st).__name__}")
+        _check_resume_settings(ckpt, st, seed=seed, config=cfg.to_dict(), settings=asdict(s), robust=robust, n=n)
         for key in ("encoder", "decoder", "optimizer", "epoch", "step", "image_weight", "message"):
             if key not in st:
                 raise ValueError(f"{ckpt}: epoch checkpoint is missing key {key!r}")
@@ -283,7 +291,8 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
             st = {"encoder": model.encoder.state_dict(), "decoder": model.decoder.state_dict(),
                   "optimizer": opt.state_dict(), "epoch": epoch + 1, "step": step, "image_weight": img_w,
                   "acc_ema": acc_ema, "psnr_ema": psnr_ema, "message": model.message.cpu(),
-                  "history": history, "seed": seed, "config": cfg.to_dict()}
+                  "history": history, "seed": seed, "config": cfg.to_dict(),
+                  "resume_key": json.dumps(_resume_key(asdict(s), robust, n), sort_keys=True)}
             if disc is not None:
                 st.update(discriminator=disc.state_dict(), optimizer_d=opt_d.state_dict())
             tmp = ckpt.with_suffix(ckpt.suffix + ".tmp")
@@ -310,3 +319,30 @@ def train_watermark_model(cfg: HiddenConfig, images: Tensor, seed: int, robust: 
     if disc is not None:
         model.discriminator = disc.eval()
     return model
+
+
+def _resume_key(settings: dict[str, Any], robust: bool, n: int) -> dict[str, Any]:
+    """What a resumed run must share with the checkpoint (``epochs`` may change: ``--epochs N --resume``)."""
+    return {"settings": {k: v for k, v in settings.items() if k != "epochs"}, "robust": bool(robust), "n_train": n}
+
+
+def _check_resume_settings(ckpt: Path, st: dict[str, Any], *, seed: int, config: dict[str, Any],
+                           settings: dict[str, Any], robust: bool, n: int) -> None:
+    """Refuse to resume an epoch checkpoint written with another seed, architecture or hyper-parameters."""
+    diff = []
+    if "seed" in st and int(st["seed"]) != seed:
+        diff.append(f"seed: recorded {st['seed']}, now {seed}")
+    if "config" in st and json.dumps(st["config"], sort_keys=True) != json.dumps(config, sort_keys=True):
+        keys = sorted(k for k in set(st["config"]) | set(config) if st["config"].get(k) != config.get(k))
+        diff.append("model config (" + ", ".join(keys) + ")")
+    if "resume_key" in st:
+        old, new = json.loads(st["resume_key"]), json.loads(json.dumps(_resume_key(settings, robust, n), sort_keys=True))
+        for k in sorted(set(old["settings"]) | set(new["settings"])):
+            if old["settings"].get(k) != new["settings"].get(k):
+                diff.append(f"{k}: recorded {old['settings'].get(k)}, now {new['settings'].get(k)}")
+        for k in ("robust", "n_train"):
+            if old.get(k) != new.get(k):
+                diff.append(f"{k}: recorded {old.get(k)}, now {new.get(k)}")
+    if diff:
+        raise ValueError(f"--resume refused: {ckpt} was trained with other settings ({'; '.join(diff)}); use the "
+                         "recorded settings (only --epochs may change) or a new --out")
