@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
+
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
@@ -59,8 +61,9 @@ class VBoNConfig:
     disable_dropout: bool = True
     """Set the policy's dropout to 0 (as TRL does), so the update's log-probs equal the rollout's (PPO ratio 1
     on-policy). Rollouts, old log-probs and the KL estimate are always computed in eval mode."""
-    seed: int = 0
-    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream)."""
+    seed: Annotated[int, tyro.conf.Suppress] = 0
+    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream). On the
+    command line this is the command's ``--seed``."""
 
     def __post_init__(self) -> None:
         if self.method not in ("vbon", "rlhf"):
@@ -95,18 +98,13 @@ class ModelArgs(ModelLoadOptions):
     """Label whose logit is the reward (HF reward model)."""
     lm_size: Literal["quick", "full"] = "quick"
     """Size of the embedded LM: quick 2 layers d=64; full 4 layers d=128."""
-    device: str = "auto"
-    """``auto``, ``cpu``, ``cuda``..."""
-    threads: int = 1
-    """torch CPU threads (1 is fastest on a shared 2-core machine)."""
 
 
-@dataclass
-class TrainArgs:
-    """``iclr25-vbon train``: fine-tune a policy with vBoN (or the RLHF baseline)."""
+@dataclass(kw_only=True)
+class TrainArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon train``: fine-tune a policy with vBoN (or the RLHF baseline). ``--out`` (default
+    ``runs/vbon/train``) receives checkpoint/, metrics.jsonl, config.json, results.json, reward_cdf.jsonl."""
 
-    output_dir: Path = Path("runs/vbon")
-    """Run folder: checkpoint/, metrics.jsonl, config.json, results.json."""
     vbon: VBoNConfig = field(default_factory=VBoNConfig)
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
@@ -121,29 +119,27 @@ class TrainArgs:
     save_every: int = 10
     """Checkpoint every this many steps."""
     resume: bool = False
-    """Continue from ``output_dir/checkpoint``."""
-    quiet: bool = False
+    """Continue from ``<out>/checkpoint``."""
 
 
-@dataclass
-class EvaluateArgs:
-    """``iclr25-vbon evaluate``: win rate vs the reference, mean reward, KL to the reference."""
+@dataclass(kw_only=True)
+class EvaluateArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon evaluate``: win rate vs the reference, mean reward, KL to the reference; writes
+    ``<out>/eval.json`` (default ``runs/vbon/evaluate``)."""
 
-    checkpoint: Path = Path("runs/vbon/checkpoint")
+    checkpoint: Path = Path("runs/vbon/train/checkpoint")
     """Policy to evaluate (a ``save_pretrained`` folder)."""
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     num_prompts: int = 32
     samples_per_prompt: int = 4
     max_new_tokens: int = 24
-    seed: int = 0
-    output: Path | None = None
-    """Write the metrics JSON here (default: next to the checkpoint)."""
 
 
-@dataclass
-class BoNSampleArgs:
-    """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy."""
+@dataclass(kw_only=True)
+class BoNSampleArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy; writes
+    ``<out>/bon_samples.jsonl`` (one line per prompt: prompt, best, best_reward, candidates, rewards)."""
 
     n: int = 8
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
@@ -151,14 +147,8 @@ class BoNSampleArgs:
     num_prompts: int = 8
     max_new_tokens: int = 24
     batch_size: int = 256
-    seed: int = 0
-    output: Path = Path("bon_samples.jsonl")
-    """One JSON line per prompt: prompt, best, best_reward, candidates, rewards."""
 
 
-@dataclass
-class ReproduceArgs:
-    """``iclr25-vbon reproduce``: the CPU-scale reproduction (writes results.json / results.md)."""
-
-    quick: bool = False
-    out: Path = Path("out/vbon")
+@dataclass(kw_only=True)
+class ReproduceArgs(ReproduceOptions):
+    """Reproduce the paper's claims at CPU scale (results.json / results.md / win_rate_vs_kl.png)."""

@@ -116,7 +116,7 @@ def sample_texts(model, tokenizer, prompts: Sequence[str], num_samples: int, max
                  batch_size: int = 256, temperature: float = 1.0, progress: bool = False,
                  desc: str = "sample") -> list[list[str]]:
     """``[P][num_samples]`` continuation strings, generated ``batch_size`` sequences at a time."""
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as progress_bar
 
     prompts = list(prompts)
     if not prompts:
@@ -124,7 +124,7 @@ def sample_texts(model, tokenizer, prompts: Sequence[str], num_samples: int, max
     flat = [p for p in prompts for _ in range(num_samples)]
     out: list[str] = []
     starts = range(0, len(flat), batch_size)
-    for i in tqdm(starts, desc=desc, disable=not progress, leave=False):
+    for i in progress_bar(starts, desc=desc, quiet=None if progress else True):
         chunk = flat[i:i + batch_size]
         out += sample(model, tokenizer, chunk, 1, max_new_tokens, temperature).continuations
     return [out[j * num_samples:(j + 1) * num_samples] for j in range(len(prompts))]
