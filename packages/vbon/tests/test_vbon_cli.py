@@ -111,3 +111,44 @@ def test_yaml_presets_parse(name):
 
     a = config_from_dict(TrainArgs, load_config_file(Path(__file__).parents[1] / "configs" / f"{name}.yaml"))
     assert a.vbon.kl_coef == pytest.approx(1 / (a.vbon.n - 1))
+
+
+@pytest.mark.parametrize("cmd,flag,value,named", [
+    ("train", "--vbon.lr", "nan", "--vbon.lr"),
+    ("train", "--vbon.lr", "0", "--vbon.lr"),
+    ("train", "--vbon.lr", "inf", "--vbon.lr"),
+    ("train", "--vbon.lr", "2", "--vbon.lr"),
+    ("train", "--vbon.clip", "0", "--vbon.clip"),
+    ("train", "--vbon.clip", "1", "--vbon.clip"),
+    ("train", "--vbon.clip", "nan", "--vbon.clip"),
+    ("train", "--vbon.temperature", "0", "--vbon.temperature"),
+    ("train", "--vbon.temperature", "-inf", "--vbon.temperature"),
+    ("train", "--vbon.beta", "-0.1", "--vbon.beta"),
+    ("train", "--vbon.beta", "nan", "--vbon.beta"),
+    ("train", "--vbon.max-grad-norm", "0", "--vbon.max-grad-norm"),
+    ("train", "--vbon.max-grad-norm", "inf", "--vbon.max-grad-norm"),
+    ("train", "--vbon.steps", "-3", "--vbon.steps"),
+    ("train", "--vbon.samples-per-prompt", "1", "--vbon.samples-per-prompt"),
+    ("train", "--save-every", "-1", "--save-every"),
+    ("train", "--num-prompts", "0", "--num-prompts"),
+    ("bon-sample", "--temperature", "nan", "--temperature"),
+    ("bon-sample", "--temperature", "0", "--temperature"),
+    ("bon-sample", "--n", "0", "--n"),
+    ("bon-sample", "--batch-size", "0", "--batch-size"),
+    ("evaluate", "--max-new-tokens", "0", "--max-new-tokens"),
+])
+def test_bad_setting_names_the_flag(cmd, flag, value, named, tmp_path, capsys):
+    assert main([cmd, flag, value, "--out", str(tmp_path)]) == 2
+    raw = capsys.readouterr().err
+    err = " ".join(raw.replace("│", " ").split())  # tyro may box and wrap the __post_init__ message
+    assert named in err and "must be" in err and value in err and "Traceback" not in raw
+
+
+def test_good_float_settings_accepted():
+    from iclr25.vbon.config import VBoNConfig, check_float
+
+    c = VBoNConfig(lr=1e-6, clip=0.999, temperature=0.7, beta=1e-3, max_grad_norm=10.0)
+    assert c.kl_coef == pytest.approx(1 / 7)
+    assert check_float(1.0, "x", low=0.0, high=1.0) == 1.0  # closed upper bound
+    with pytest.raises(ValueError, match=r"x must be a finite number in \(0, 1\)"):
+        check_float(1.0, "x", low=0.0, high=1.0, high_open=True)

@@ -49,7 +49,7 @@ def _bon_sample(a: BoNSampleArgs) -> int:
     model, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
     reward = load_reward(a.models, device=a.device)
     t = time.perf_counter()
-    res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size)
+    res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size, a.temperature)
     with open(dest, "w", encoding="utf-8") as fh:
         for j, p in enumerate(prompts):
             fh.write(json.dumps({"prompt": p, "best": res.best[j], "best_reward": float(res.best_reward[j]),

@@ -10,12 +10,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
+import math
+
 import tyro
 
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
+
+
+def check_float(value: float, name: str, *, low: float | None = None, high: float | None = None,
+                low_open: bool = True, high_open: bool = False) -> float:
+    """Check that a float setting is finite and in its range; ``name`` is the flag shown in the error.
+
+    Raises:
+        ValueError: ``"<name> must be a finite number in (low, high], got <value>"`` (bounds as given).
+    """
+    lo = "" if low is None else f"{'(' if low_open else '['}{low:g}"
+    hi = "" if high is None else f"{high:g}{')' if high_open else ']'}"
+    rng = f" in {lo or '(-inf'}, {hi or 'inf)'}" if (low is not None or high is not None) else ""
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    if not bad and low is not None:
+        bad = value <= low if low_open else value < low
+    if not bad and high is not None:
+        bad = value >= high if high_open else value > high
+    if bad:
+        raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
+    return float(value)
+
+
+def check_int(value: int, name: str, low: int) -> int:
+    """Check an integer setting is ``>= low``; ``name`` is the flag shown in the error (``ValueError``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -70,13 +99,17 @@ class VBoNConfig:
             raise ValueError(f"method must be 'vbon' or 'rlhf', got {self.method!r}")
         if self.method == "vbon" and self.n < 2:
             raise ValueError(f"n must be >= 2 for vBoN (got {self.n}); N = 1 is the reference policy itself")
-        if self.method == "rlhf" and not self.beta > 0:
-            raise ValueError(f"beta must be > 0, got {self.beta}")
+        # the RLHF KL coefficient; vBoN's 1/(N-1) is derived from n
+        check_float(self.beta, "beta (--vbon.beta, the RLHF KL coefficient)", low=0.0)
+        check_float(self.lr, "lr (--vbon.lr)", low=0.0, high=1.0)
+        check_float(self.clip, "clip (--vbon.clip, the PPO ratio clip)", low=0.0, high=1.0, high_open=True)
+        check_float(self.max_grad_norm, "max_grad_norm (--vbon.max-grad-norm)", low=0.0)
+        check_float(self.temperature, "temperature (--vbon.temperature)", low=0.0, high=100.0)
         if self.samples_per_prompt < 2:
-            raise ValueError("samples_per_prompt must be >= 2 (RLOO baseline)")
+            raise ValueError(f"samples_per_prompt (--vbon.samples-per-prompt) must be >= 2 (RLOO baseline), "
+                             f"got {self.samples_per_prompt}")
         for f in ("m", "prompts_per_step", "steps", "max_new_tokens", "ppo_epochs"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
+            check_int(getattr(self, f), f"{f} (--vbon.{f.replace('_', '-')})", 1)
 
     @property
     def kl_coef(self) -> float:
@@ -117,9 +150,13 @@ class TrainArgs(CommonOptions, SeedOption):
     """Accept a CDF file whose prompts have different sample counts (each prompt keeps its own M); without it
     unequal counts are an error naming the prompt (never a silent cut to the smallest count)."""
     save_every: int = 10
-    """Checkpoint every this many steps."""
+    """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
     """Continue from ``<out>/checkpoint``."""
+
+    def __post_init__(self) -> None:
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.save_every, "--save-every", 0)
 
 
 @dataclass(kw_only=True)
@@ -135,6 +172,11 @@ class EvaluateArgs(CommonOptions, SeedOption):
     samples_per_prompt: int = 4
     max_new_tokens: int = 24
 
+    def __post_init__(self) -> None:
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.samples_per_prompt, "--samples-per-prompt", 1)
+        check_int(self.max_new_tokens, "--max-new-tokens", 1)
+
 
 @dataclass(kw_only=True)
 class BoNSampleArgs(CommonOptions, SeedOption):
@@ -147,6 +189,15 @@ class BoNSampleArgs(CommonOptions, SeedOption):
     num_prompts: int = 8
     max_new_tokens: int = 24
     batch_size: int = 256
+    temperature: float = 1.0
+    """Sampling temperature of the N candidates (paper 1.0 for IMDB, 0.7 for TL;DR)."""
+
+    def __post_init__(self) -> None:
+        check_int(self.n, "--n", 1)
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.max_new_tokens, "--max-new-tokens", 1)
+        check_int(self.batch_size, "--batch-size", 1)
+        check_float(self.temperature, "--temperature", low=0.0, high=100.0)
 
 
 @dataclass(kw_only=True)
