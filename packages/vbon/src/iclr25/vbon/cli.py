@@ -41,21 +41,34 @@ def _bon_sample(a: BoNSampleArgs) -> int:
     import torch
 
     from .runtime import default_prompts, load_policy, load_reward
-    from .sampling import best_of_n
+    from .sampling import best_of_n, best_of_n_generator
 
     torch.manual_seed(a.seed)
     prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
     dest = _out_file(a.out, "bon_samples.jsonl", ".jsonl")
-    model, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
-    reward = load_reward(a.models, device=a.device)
     t = time.perf_counter()
-    res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size, a.temperature)
+    if a.backend == "openai":  # candidates from a vLLM / OpenAI-compatible completions server
+        try:
+            from iclr25.core.lm import OpenAICompletionGenerator
+            gen = OpenAICompletionGenerator(a.model, base_url=a.base_url, timeout=a.request_timeout,
+                                            concurrency=a.concurrency)
+        except ImportError as e:
+            raise ValueError(f"--backend openai needs the openai client: pip install 'iclr25-vbon[vllm]' ({e})") from None
+        reward = load_reward(a.models, device=a.device)
+        res = best_of_n_generator(gen, reward, prompts, a.n, a.max_new_tokens, a.temperature, seed=a.seed,
+                                  progress=not a.quiet)
+        source = f"{a.model} @ {gen.base_url}"
+    else:
+        model, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
+        reward = load_reward(a.models, device=a.device)
+        res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size, a.temperature)
+        source = a.models.policy or f"embedded LM ({a.models.lm_size})"
     with open(dest, "w", encoding="utf-8") as fh:
         for j, p in enumerate(prompts):
             fh.write(json.dumps({"prompt": p, "best": res.best[j], "best_reward": float(res.best_reward[j]),
                                  "candidates": res.candidates[j], "rewards": res.rewards[j].tolist()}) + "\n")
     print(f"bon-sample: N={a.n}, {len(prompts)} prompts, mean best reward {float(res.best_reward.mean()):.3f} "
-          f"(mean candidate {float(res.rewards.mean()):.3f}), {time.perf_counter() - t:.1f} s -> {dest}")
+          f"(mean candidate {float(res.rewards.mean()):.3f}), {source}, {time.perf_counter() - t:.1f} s -> {dest}")
     return 0
 
 

@@ -6,11 +6,10 @@ computed, never taken as flags.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
-
-import math
 
 import tyro
 
@@ -191,8 +190,32 @@ class BoNSampleArgs(CommonOptions, SeedOption):
     batch_size: int = 256
     temperature: float = 1.0
     """Sampling temperature of the N candidates (paper 1.0 for IMDB, 0.7 for TL;DR)."""
+    backend: Literal["local", "openai"] = "local"
+    """Where candidates come from: ``local`` (``--policy`` / the embedded LM, batched ``generate``) or
+    ``openai``: an OpenAI-compatible *completions* endpoint such as ``vllm serve`` (needs ``--base-url`` and
+    ``--model``; key from ``$OPENAI_API_KEY``, default ``EMPTY``). Rewards are always computed locally."""
+    base_url: str | None = None
+    """``--backend openai``: the server's ``/v1`` URL, e.g. ``http://127.0.0.1:8000/v1`` (default ``$OPENAI_BASE_URL``)."""
+    model: str | None = None
+    """``--backend openai``: the model name the server serves (``vllm serve NAME``)."""
+    concurrency: int = 8
+    """``--backend openai``: requests in flight at once."""
+    request_timeout: float = 120.0
+    """``--backend openai``: seconds per request."""
 
     def __post_init__(self) -> None:
+        check_int(self.concurrency, "--concurrency", 1)
+        check_float(self.request_timeout, "--request-timeout", low=0.0, high=86400.0)
+        if self.backend == "openai":
+            import os
+
+            if not (self.base_url or os.environ.get("OPENAI_BASE_URL")):
+                raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1 for "
+                                 "`vllm serve`) or $OPENAI_BASE_URL")
+            if not self.model:
+                raise ValueError("--backend openai needs --model (the name the server serves)")
+        elif self.base_url or self.model:
+            raise ValueError("--base-url / --model are for --backend openai (the local backend uses --policy)")
         check_int(self.n, "--n", 1)
         check_int(self.num_prompts, "--num-prompts", 1)
         check_int(self.max_new_tokens, "--max-new-tokens", 1)
