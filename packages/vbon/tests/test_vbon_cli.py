@@ -28,13 +28,45 @@ def test_train_help_in_process(capsys):
     assert main(["train", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--vbon.n" in out and "--resume" in out and "--policy" in out and "--reward-model" in out
+    for flag in ("--out", "--seed", "--device", "--threads", "--quiet"):  # core CommonOptions + SeedOption
+        assert flag in out
+    assert "--output-dir" not in out and "--vbon.seed" not in out
+
+
+def test_version_and_common_options(capsys):
+    from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
+    from iclr25.vbon import __version__
+    from iclr25.vbon.cli import COMMANDS
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"iclr25-vbon {__version__}"
+    for name, cmd in COMMANDS.items():
+        assert issubclass(cmd.config, CommonOptions), name
+        assert issubclass(cmd.config, ReproduceOptions if name == "reproduce" else SeedOption), name
+    assert main(["reproduce", "--help"]) == 0 and "--quick" in capsys.readouterr().out
+
+
+def test_default_out_and_deprecated_flags(tmp_path, monkeypatch):
+    from iclr25.core.config import _apply_common, parse_config
+    from iclr25.vbon.cli import COMMANDS
+    from iclr25.vbon.config import TrainArgs
+
+    cfg = _apply_common("iclr25-vbon", "train", parse_config(TrainArgs, []))
+    assert cfg.out == __import__("pathlib").Path("runs/vbon/train")
+    rep = _apply_common("iclr25-vbon", "reproduce", parse_config(COMMANDS["reproduce"].config, ["--quick"]))
+    assert rep.out == __import__("pathlib").Path("results/vbon") and rep.quick
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(FutureWarning, match="--out"):  # the old flag still works for one release
+        assert main(["train", "--output-dir", str(tmp_path / "x"), "--resume"]) == 2
 
 
 def test_bad_input_exits_2(tmp_path, capsys):
-    assert main(["train", "--vbon.n", "1", "--output-dir", str(tmp_path)]) == 2
+    assert main(["train", "--vbon.n", "1", "--out", str(tmp_path)]) == 2
     assert "n must be >= 2" in capsys.readouterr().err
-    assert main(["train", "--resume", "--output-dir", str(tmp_path / "none")]) == 2
+    assert main(["train", "--resume", "--out", str(tmp_path / "none")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    assert main(["train", "--device", "gpu0", "--out", str(tmp_path)]) == 2
+    assert "device" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     assert main(["bon-sample", "--prompts-file", str(empty)]) == 2
@@ -52,11 +84,11 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
     monkeypatch.setenv("ICLR25_DATA", str(data_dir))
     monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
     common = ["--policy", str(lm), "--prompts-file", str(prompts)]
-    assert main(["bon-sample", "--n", "4", "--max-new-tokens", "6", "--output", str(tmp_path / "b.jsonl"), *common]) == 0
-    rows = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert main(["bon-sample", "--n", "4", "--max-new-tokens", "6", "--out", str(tmp_path / "b"), *common]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "b" / "bon_samples.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(row["best_reward"] == max(row["rewards"]) for row in rows)
     out = tmp_path / "run"
-    base = ["train", "--output-dir", str(out), "--vbon.m", "8", "--vbon.prompts-per-step", "2",
+    base = ["train", "--out", str(out), "--vbon.m", "8", "--vbon.prompts-per-step", "2",
             "--vbon.samples-per-prompt", "2", "--vbon.max-new-tokens", "6", "--save-every", "1", "--quiet", *common]
     assert main([*base, "--vbon.steps", "2"]) == 0
     assert (out / "checkpoint" / "trainer_state.pt").is_file() and (out / "reward_cdf.jsonl").is_file()
@@ -65,7 +97,7 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
     capsys.readouterr()
     assert main(["evaluate", "--checkpoint", str(out / "checkpoint"), "--num-prompts", "4", "--samples-per-prompt", "2",
-                 "--max-new-tokens", "6", *common]) == 0
+                 "--max-new-tokens", "6", "--out", str(out), *common]) == 0
     ev = json.loads((out / "eval.json").read_text())
     assert 0 <= ev["win_rate"] <= 1 and capsys.readouterr().out.strip().splitlines()[-1].startswith("evaluate:")
 
@@ -79,3 +111,44 @@ def test_yaml_presets_parse(name):
 
     a = config_from_dict(TrainArgs, load_config_file(Path(__file__).parents[1] / "configs" / f"{name}.yaml"))
     assert a.vbon.kl_coef == pytest.approx(1 / (a.vbon.n - 1))
+
+
+@pytest.mark.parametrize("cmd,flag,value,named", [
+    ("train", "--vbon.lr", "nan", "--vbon.lr"),
+    ("train", "--vbon.lr", "0", "--vbon.lr"),
+    ("train", "--vbon.lr", "inf", "--vbon.lr"),
+    ("train", "--vbon.lr", "2", "--vbon.lr"),
+    ("train", "--vbon.clip", "0", "--vbon.clip"),
+    ("train", "--vbon.clip", "1", "--vbon.clip"),
+    ("train", "--vbon.clip", "nan", "--vbon.clip"),
+    ("train", "--vbon.temperature", "0", "--vbon.temperature"),
+    ("train", "--vbon.temperature", "-inf", "--vbon.temperature"),
+    ("train", "--vbon.beta", "-0.1", "--vbon.beta"),
+    ("train", "--vbon.beta", "nan", "--vbon.beta"),
+    ("train", "--vbon.max-grad-norm", "0", "--vbon.max-grad-norm"),
+    ("train", "--vbon.max-grad-norm", "inf", "--vbon.max-grad-norm"),
+    ("train", "--vbon.steps", "-3", "--vbon.steps"),
+    ("train", "--vbon.samples-per-prompt", "1", "--vbon.samples-per-prompt"),
+    ("train", "--save-every", "-1", "--save-every"),
+    ("train", "--num-prompts", "0", "--num-prompts"),
+    ("bon-sample", "--temperature", "nan", "--temperature"),
+    ("bon-sample", "--temperature", "0", "--temperature"),
+    ("bon-sample", "--n", "0", "--n"),
+    ("bon-sample", "--batch-size", "0", "--batch-size"),
+    ("evaluate", "--max-new-tokens", "0", "--max-new-tokens"),
+])
+def test_bad_setting_names_the_flag(cmd, flag, value, named, tmp_path, capsys):
+    assert main([cmd, flag, value, "--out", str(tmp_path)]) == 2
+    raw = capsys.readouterr().err
+    err = " ".join(raw.replace("│", " ").split())  # tyro may box and wrap the __post_init__ message
+    assert named in err and "must be" in err and value in err and "Traceback" not in raw
+
+
+def test_good_float_settings_accepted():
+    from iclr25.vbon.config import VBoNConfig, check_float
+
+    c = VBoNConfig(lr=1e-6, clip=0.999, temperature=0.7, beta=1e-3, max_grad_norm=10.0)
+    assert c.kl_coef == pytest.approx(1 / 7)
+    assert check_float(1.0, "x", low=0.0, high=1.0) == 1.0  # closed upper bound
+    with pytest.raises(ValueError, match=r"x must be a finite number in \(0, 1\)"):
+        check_float(1.0, "x", low=0.0, high=1.0, high_open=True)

@@ -65,7 +65,7 @@ def test_policy_loads_through_core_loader(tiny_lm, tmp_path):
     model, tok = tiny_lm
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
-    m, t = load_policy(ModelArgs(policy=str(tmp_path / "m"), dtype="bfloat16", device="cpu"))
+    m, t = load_policy(ModelArgs(policy=str(tmp_path / "m"), dtype="bfloat16"), device="cpu")
     assert next(m.parameters()).dtype == torch.bfloat16 and t.pad_token_id is not None
     with pytest.raises(FileNotFoundError, match="no such folder"):
-        load_policy(ModelArgs(policy=str(tmp_path / "missing"), device="cpu"))
+        load_policy(ModelArgs(policy=str(tmp_path / "missing")), device="cpu")

@@ -1,21 +1,22 @@
-"""``iclr25-vbon``: bon-sample / train / evaluate / reproduce."""
+"""``iclr25-vbon``: bon-sample / train / evaluate / reproduce (core CLI conventions: ``--out``, ``--seed``,
+``--device``, ``--threads``, ``--quiet``, ``--config FILE``, ``--version``)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
+import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from iclr25.core.config import Command, run_cli
+from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import BoNSampleArgs, EvaluateArgs, ReproduceArgs, TrainArgs
 
-__all__ = ["main"]
+__all__ = ["main", "COMMANDS"]
 
 log = logging.getLogger("iclr25.vbon")
 
@@ -24,26 +25,50 @@ def _jsonable(d):
     return json.loads(json.dumps(d, default=str))
 
 
+def _out_file(out: Path, default_name: str, suffix: str) -> Path:
+    """``out/default_name``; a deprecated ``--output FILE`` (a path ending in ``suffix``) is kept as that file."""
+    out = Path(out)
+    if out.suffix == suffix:
+        warnings.warn(f"--out {out} looks like a file (the old --output meaning); --out is now a folder, "
+                      f"write --out {out.parent} to get {out.parent / default_name}", FutureWarning, stacklevel=2)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    return out / default_name
+
+
 def _bon_sample(a: BoNSampleArgs) -> int:
     import torch
 
-    from .runtime import default_prompts, load_policy, load_reward, setup_threads
-    from .sampling import best_of_n
+    from .runtime import default_prompts, load_policy, load_reward
+    from .sampling import best_of_n, best_of_n_generator
 
-    setup_threads(a.models.threads)
     torch.manual_seed(a.seed)
     prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
-    model, tok = load_policy(a.models)
-    reward = load_reward(a.models)
+    dest = _out_file(a.out, "bon_samples.jsonl", ".jsonl")
     t = time.perf_counter()
-    res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size)
-    a.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(a.output, "w", encoding="utf-8") as fh:
+    if a.backend == "openai":  # candidates from a vLLM / OpenAI-compatible completions server
+        try:
+            from iclr25.core.lm import OpenAICompletionGenerator
+            gen = OpenAICompletionGenerator(a.model, base_url=a.base_url, timeout=a.request_timeout,
+                                            concurrency=a.concurrency)
+        except ImportError as e:
+            raise ValueError(f"--backend openai needs the openai client: pip install 'iclr25-vbon[vllm]' ({e})") from None
+        reward = load_reward(a.models, device=a.device)
+        res = best_of_n_generator(gen, reward, prompts, a.n, a.max_new_tokens, a.temperature, seed=a.seed,
+                                  progress=not a.quiet)
+        source = f"{a.model} @ {gen.base_url}"
+    else:
+        model, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
+        reward = load_reward(a.models, device=a.device)
+        res = best_of_n(model, tok, reward, prompts, a.n, a.max_new_tokens, a.batch_size, a.temperature)
+        source = a.models.policy or f"embedded LM ({a.models.lm_size})"
+    with open(dest, "w", encoding="utf-8") as fh:
         for j, p in enumerate(prompts):
             fh.write(json.dumps({"prompt": p, "best": res.best[j], "best_reward": float(res.best_reward[j]),
                                  "candidates": res.candidates[j], "rewards": res.rewards[j].tolist()}) + "\n")
     print(f"bon-sample: N={a.n}, {len(prompts)} prompts, mean best reward {float(res.best_reward.mean()):.3f} "
-          f"(mean candidate {float(res.rewards.mean()):.3f}), {time.perf_counter() - t:.1f} s -> {a.output}")
+          f"(mean candidate {float(res.rewards.mean()):.3f}), {source}, {time.perf_counter() - t:.1f} s -> {dest}")
     return 0
 
 
@@ -51,18 +76,16 @@ def _train(a: TrainArgs) -> int:
     import torch
 
     from .cdf import RewardCDFCache
-    from .runtime import clone_policy, default_prompts, load_policy, load_reward, setup_threads
+    from .runtime import clone_policy, default_prompts, load_policy, load_reward
     from .sampling import sample_texts
     from .trainer import VBoNTrainer
 
-    cfg = a.vbon
-    setup_threads(a.models.threads)
+    cfg = replace(a.vbon, seed=a.seed)  # --seed is the command's seed (VBoNConfig.seed in the library)
     torch.manual_seed(cfg.seed)
-    out = Path(a.output_dir)
+    out = Path(a.out)
     ck = out / "checkpoint"
     if a.resume and not (ck / "trainer_state.pt").is_file():
-        print(f"iclr25-vbon train: error: --resume given but no checkpoint in {ck}", file=sys.stderr)
-        return 2
+        raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(_jsonable(asdict(a)), indent=2))
     prompts = default_prompts(a.num_prompts, "train", prompts_file=a.prompts_file)
@@ -71,9 +94,12 @@ def _train(a: TrainArgs) -> int:
     cdf_file = a.cdf_path or out / "reward_cdf.jsonl"
     if cfg.method == "vbon" and Path(cdf_file).is_file():
         cdf = RewardCDFCache.from_jsonl(cdf_file, smoothing=cfg.smoothing, max_m=cfg.m, ragged=a.ragged_cdf)
-        cdf.rows(prompts)  # KeyError naming a training prompt missing from the file
-    ref, tok = load_policy(a.models, progress=not a.quiet)
-    reward = load_reward(a.models)
+        try:
+            cdf.rows(prompts)  # KeyError naming a training prompt missing from the file
+        except KeyError as e:
+            raise ValueError(f"{cdf_file}: {e.args[0] if e.args else e}") from None
+    ref, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
+    reward = load_reward(a.models, device=a.device)
     if cfg.method == "vbon":
         if cdf is None:
             cdf = RewardCDFCache.build(lambda p, m: sample_texts(ref, tok, p, m, cfg.max_new_tokens,
@@ -103,51 +129,37 @@ def _evaluate(a: EvaluateArgs) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .runtime import default_prompts, load_policy, load_reward, setup_threads
+    from .runtime import default_prompts, load_policy, load_reward
     from .trainer import evaluate_policy
 
-    setup_threads(a.models.threads)
     if not Path(a.checkpoint, "config.json").is_file():
-        print(f"iclr25-vbon evaluate: error: no model in {a.checkpoint} (expected a save_pretrained folder)",
-              file=sys.stderr)
-        return 2
-    torch.manual_seed(a.seed)
-    ref, tok = load_policy(a.models)
-    policy = AutoModelForCausalLM.from_pretrained(a.checkpoint).to(next(ref.parameters()).device).eval()
-    reward = load_reward(a.models)
+        raise FileNotFoundError(f"no model in {a.checkpoint} (expected a save_pretrained folder; --checkpoint)")
     prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
+    dest = _out_file(a.out, "eval.json", ".json")
+    torch.manual_seed(a.seed)
+    ref, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
+    policy = AutoModelForCausalLM.from_pretrained(a.checkpoint).to(next(ref.parameters()).device).eval()
+    reward = load_reward(a.models, device=a.device)
     m = evaluate_policy(policy, ref, tok, reward, prompts, a.samples_per_prompt, a.max_new_tokens)
-    out = a.output or Path(a.checkpoint).parent / "eval.json"
-    out.write_text(json.dumps(m, indent=2))
+    dest.write_text(json.dumps(m, indent=2))
     print(f"evaluate: win rate {m['win_rate']:.3f}±{m['win_rate_se']:.3f}, reward {m['reward']:.3f}, "
-          f"KL {m['kl']:.3f} -> {out}")
-    return 0
-
-
-def _reproduce(a: ReproduceArgs) -> int:
-    from iclr25.core.registry import run_reproduction
-
-    from .reproduce import reproduce
-
-    rep = run_reproduction("vbon", reproduce, quick=a.quick, out_dir=a.out, version=__version__)
-    print(rep.to_markdown())
-    print(f"reproduce: {sum(c.holds for c in rep.claims)}/{len(rep.claims)} claims hold, {rep.seconds:.1f} s -> {a.out}")
+          f"KL {m['kl']:.3f} -> {dest}")
     return 0
 
 
 COMMANDS = {
-    "bon-sample": Command(BoNSampleArgs, _bon_sample, "inference-time Best-of-N from the reference policy"),
-    "train": Command(TrainArgs, _train, "fine-tune with vBoN (or --vbon.method rlhf); checkpoints, --resume"),
-    "evaluate": Command(EvaluateArgs, _evaluate, "win rate vs reference, mean reward, KL to the reference"),
-    "reproduce": Command(ReproduceArgs, _reproduce, "CPU-scale reproduction of the paper's claims (--quick)"),
+    "bon-sample": Command(BoNSampleArgs, _bon_sample, "inference-time Best-of-N from the reference policy",
+                          deprecated={"--output": "--out"}),
+    "train": Command(TrainArgs, _train, "fine-tune with vBoN (or --vbon.method rlhf); checkpoints, --resume",
+                     deprecated={"--output-dir": "--out", "--vbon.seed": "--seed"}),
+    "evaluate": Command(EvaluateArgs, _evaluate, "win rate vs reference, mean reward, KL to the reference",
+                        deprecated={"--output": "--out"}),
+    "reproduce": reproduce_command("vbon", "iclr25.vbon.reproduce:reproduce", __version__, config=ReproduceArgs,
+                                   help="CPU-scale reproduction of the paper's claims (--quick)"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point ``iclr25-vbon``; returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return run_cli("iclr25-vbon", "Variational Best-of-N alignment (vBoN, ICLR 2025).", COMMANDS, argv)
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        print(f"iclr25-vbon: error: {e}", file=sys.stderr)
-        return 2
+    return run_cli("iclr25-vbon", "Variational Best-of-N alignment (vBoN, ICLR 2025).", COMMANDS, argv,
+                   version=__version__)

@@ -6,14 +6,44 @@ computed, never taken as flags.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
+
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 from iclr25.core.lm.loading import ModelLoadOptions
 
 __all__ = ["VBoNConfig", "ModelArgs", "TrainArgs", "EvaluateArgs", "BoNSampleArgs", "ReproduceArgs"]
+
+
+def check_float(value: float, name: str, *, low: float | None = None, high: float | None = None,
+                low_open: bool = True, high_open: bool = False) -> float:
+    """Check that a float setting is finite and in its range; ``name`` is the flag shown in the error.
+
+    Raises:
+        ValueError: ``"<name> must be a finite number in (low, high], got <value>"`` (bounds as given).
+    """
+    lo = "" if low is None else f"{'(' if low_open else '['}{low:g}"
+    hi = "" if high is None else f"{high:g}{')' if high_open else ']'}"
+    rng = f" in {lo or '(-inf'}, {hi or 'inf)'}" if (low is not None or high is not None) else ""
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    if not bad and low is not None:
+        bad = value <= low if low_open else value < low
+    if not bad and high is not None:
+        bad = value >= high if high_open else value > high
+    if bad:
+        raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
+    return float(value)
+
+
+def check_int(value: int, name: str, low: int) -> int:
+    """Check an integer setting is ``>= low``; ``name`` is the flag shown in the error (``ValueError``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -59,21 +89,26 @@ class VBoNConfig:
     disable_dropout: bool = True
     """Set the policy's dropout to 0 (as TRL does), so the update's log-probs equal the rollout's (PPO ratio 1
     on-policy). Rollouts, old log-probs and the KL estimate are always computed in eval mode."""
-    seed: int = 0
-    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream)."""
+    seed: Annotated[int, tyro.conf.Suppress] = 0
+    """Seed for prompt order and sampling (each rank of a multi-process run derives its own stream). On the
+    command line this is the command's ``--seed``."""
 
     def __post_init__(self) -> None:
         if self.method not in ("vbon", "rlhf"):
             raise ValueError(f"method must be 'vbon' or 'rlhf', got {self.method!r}")
         if self.method == "vbon" and self.n < 2:
             raise ValueError(f"n must be >= 2 for vBoN (got {self.n}); N = 1 is the reference policy itself")
-        if self.method == "rlhf" and not self.beta > 0:
-            raise ValueError(f"beta must be > 0, got {self.beta}")
+        # the RLHF KL coefficient; vBoN's 1/(N-1) is derived from n
+        check_float(self.beta, "beta (--vbon.beta, the RLHF KL coefficient)", low=0.0)
+        check_float(self.lr, "lr (--vbon.lr)", low=0.0, high=1.0)
+        check_float(self.clip, "clip (--vbon.clip, the PPO ratio clip)", low=0.0, high=1.0, high_open=True)
+        check_float(self.max_grad_norm, "max_grad_norm (--vbon.max-grad-norm)", low=0.0)
+        check_float(self.temperature, "temperature (--vbon.temperature)", low=0.0, high=100.0)
         if self.samples_per_prompt < 2:
-            raise ValueError("samples_per_prompt must be >= 2 (RLOO baseline)")
+            raise ValueError(f"samples_per_prompt (--vbon.samples-per-prompt) must be >= 2 (RLOO baseline), "
+                             f"got {self.samples_per_prompt}")
         for f in ("m", "prompts_per_step", "steps", "max_new_tokens", "ppo_epochs"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
+            check_int(getattr(self, f), f"{f} (--vbon.{f.replace('_', '-')})", 1)
 
     @property
     def kl_coef(self) -> float:
@@ -95,18 +130,13 @@ class ModelArgs(ModelLoadOptions):
     """Label whose logit is the reward (HF reward model)."""
     lm_size: Literal["quick", "full"] = "quick"
     """Size of the embedded LM: quick 2 layers d=64; full 4 layers d=128."""
-    device: str = "auto"
-    """``auto``, ``cpu``, ``cuda``..."""
-    threads: int = 1
-    """torch CPU threads (1 is fastest on a shared 2-core machine)."""
 
 
-@dataclass
-class TrainArgs:
-    """``iclr25-vbon train``: fine-tune a policy with vBoN (or the RLHF baseline)."""
+@dataclass(kw_only=True)
+class TrainArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon train``: fine-tune a policy with vBoN (or the RLHF baseline). ``--out`` (default
+    ``runs/vbon/train``) receives checkpoint/, metrics.jsonl, config.json, results.json, reward_cdf.jsonl."""
 
-    output_dir: Path = Path("runs/vbon")
-    """Run folder: checkpoint/, metrics.jsonl, config.json, results.json."""
     vbon: VBoNConfig = field(default_factory=VBoNConfig)
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
@@ -119,31 +149,38 @@ class TrainArgs:
     """Accept a CDF file whose prompts have different sample counts (each prompt keeps its own M); without it
     unequal counts are an error naming the prompt (never a silent cut to the smallest count)."""
     save_every: int = 10
-    """Checkpoint every this many steps."""
+    """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
-    """Continue from ``output_dir/checkpoint``."""
-    quiet: bool = False
+    """Continue from ``<out>/checkpoint``."""
+
+    def __post_init__(self) -> None:
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.save_every, "--save-every", 0)
 
 
-@dataclass
-class EvaluateArgs:
-    """``iclr25-vbon evaluate``: win rate vs the reference, mean reward, KL to the reference."""
+@dataclass(kw_only=True)
+class EvaluateArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon evaluate``: win rate vs the reference, mean reward, KL to the reference; writes
+    ``<out>/eval.json`` (default ``runs/vbon/evaluate``)."""
 
-    checkpoint: Path = Path("runs/vbon/checkpoint")
+    checkpoint: Path = Path("runs/vbon/train/checkpoint")
     """Policy to evaluate (a ``save_pretrained`` folder)."""
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     num_prompts: int = 32
     samples_per_prompt: int = 4
     max_new_tokens: int = 24
-    seed: int = 0
-    output: Path | None = None
-    """Write the metrics JSON here (default: next to the checkpoint)."""
+
+    def __post_init__(self) -> None:
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.samples_per_prompt, "--samples-per-prompt", 1)
+        check_int(self.max_new_tokens, "--max-new-tokens", 1)
 
 
-@dataclass
-class BoNSampleArgs:
-    """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy."""
+@dataclass(kw_only=True)
+class BoNSampleArgs(CommonOptions, SeedOption):
+    """``iclr25-vbon bon-sample``: inference-time Best-of-N from the reference policy; writes
+    ``<out>/bon_samples.jsonl`` (one line per prompt: prompt, best, best_reward, candidates, rewards)."""
 
     n: int = 8
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
@@ -151,14 +188,41 @@ class BoNSampleArgs:
     num_prompts: int = 8
     max_new_tokens: int = 24
     batch_size: int = 256
-    seed: int = 0
-    output: Path = Path("bon_samples.jsonl")
-    """One JSON line per prompt: prompt, best, best_reward, candidates, rewards."""
+    temperature: float = 1.0
+    """Sampling temperature of the N candidates (paper 1.0 for IMDB, 0.7 for TL;DR)."""
+    backend: Literal["local", "openai"] = "local"
+    """Where candidates come from: ``local`` (``--policy`` / the embedded LM, batched ``generate``) or
+    ``openai``: an OpenAI-compatible *completions* endpoint such as ``vllm serve`` (needs ``--base-url`` and
+    ``--model``; key from ``$OPENAI_API_KEY``, default ``EMPTY``). Rewards are always computed locally."""
+    base_url: str | None = None
+    """``--backend openai``: the server's ``/v1`` URL, e.g. ``http://127.0.0.1:8000/v1`` (default ``$OPENAI_BASE_URL``)."""
+    model: str | None = None
+    """``--backend openai``: the model name the server serves (``vllm serve NAME``)."""
+    concurrency: int = 8
+    """``--backend openai``: requests in flight at once."""
+    request_timeout: float = 120.0
+    """``--backend openai``: seconds per request."""
+
+    def __post_init__(self) -> None:
+        check_int(self.concurrency, "--concurrency", 1)
+        check_float(self.request_timeout, "--request-timeout", low=0.0, high=86400.0)
+        if self.backend == "openai":
+            import os
+
+            if not (self.base_url or os.environ.get("OPENAI_BASE_URL")):
+                raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1 for "
+                                 "`vllm serve`) or $OPENAI_BASE_URL")
+            if not self.model:
+                raise ValueError("--backend openai needs --model (the name the server serves)")
+        elif self.base_url or self.model:
+            raise ValueError("--base-url / --model are for --backend openai (the local backend uses --policy)")
+        check_int(self.n, "--n", 1)
+        check_int(self.num_prompts, "--num-prompts", 1)
+        check_int(self.max_new_tokens, "--max-new-tokens", 1)
+        check_int(self.batch_size, "--batch-size", 1)
+        check_float(self.temperature, "--temperature", low=0.0, high=100.0)
 
 
-@dataclass
-class ReproduceArgs:
-    """``iclr25-vbon reproduce``: the CPU-scale reproduction (writes results.json / results.md)."""
-
-    quick: bool = False
-    out: Path = Path("out/vbon")
+@dataclass(kw_only=True)
+class ReproduceArgs(ReproduceOptions):
+    """Reproduce the paper's claims at CPU scale (results.json / results.md / win_rate_vs_kl.png)."""

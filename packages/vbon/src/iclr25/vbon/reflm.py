@@ -105,9 +105,8 @@ def pretrain_reference_lm(texts: list[str], cfg: RefLMConfig = RefLMConfig(), pr
     Returns:
         ``(model, tokenizer)``; the model in eval mode on CPU.
     """
-    from tqdm.auto import tqdm
-
     from iclr25.core.lm import tiny_causal_lm
+    from iclr25.core.progress import progress as progress_bar
 
     if not texts:
         raise ValueError("pretrain_reference_lm: no texts")
@@ -128,7 +127,7 @@ def pretrain_reference_lm(texts: list[str], cfg: RefLMConfig = RefLMConfig(), pr
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / n_steps))))
     order = torch.cat([torch.randperm(len(seqs), generator=g) for _ in range(math.ceil(cfg.epochs) + 1)])
     model.train()
-    bar = tqdm(range(n_steps), desc="pretrain reference LM", disable=not progress, leave=False)
+    bar = progress_bar(range(n_steps), desc="pretrain reference LM", quiet=None if progress else True)
     for s in bar:
         idx = order[s * cfg.batch_size:(s + 1) * cfg.batch_size]
         batch = torch.nn.utils.rnn.pad_sequence([seqs[i] for i in idx], batch_first=True,

@@ -22,7 +22,7 @@ from .bon import bon_distribution, bon_kl, bon_win_rate, kl_divergence
 from .cdf import RewardCDFCache
 from .config import VBoNConfig
 from .rewards import call_reward
-from .runtime import LM_SIZES, clone_policy, default_prompts, setup_threads
+from .runtime import LM_SIZES, clone_policy, default_prompts
 from .sampling import best_of_n, sample_texts
 from .trainer import VBoNTrainer, evaluate_policy, win_rate
 
@@ -138,10 +138,12 @@ def _throughput(policy, ref, tok, reward, prompts, s: ReproSettings) -> tuple[Cl
                       f"BoN {tb:.2f} s (incl. scoring)"), {"vbon_s": tv, "bon_s": tb, "prompts": len(prompts)}
 
 
-def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = True) -> tuple[list[Claim], dict]:
+def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = True,
+                              threads: int | None = None) -> tuple[list[Claim], dict]:
     """Run everything at scale ``s``; returns the claims and the raw metrics (also written to
-    ``out_dir/metrics.json``)."""
+    ``out_dir/metrics.json``). ``threads``: torch CPU threads (default 1, fastest on a shared machine)."""
     from iclr25.core.seed import seed_everything
+    from iclr25.core.threads import set_threads
 
     from .data import load_polarity
     from .reflm import load_reference_lm
@@ -149,7 +151,7 @@ def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = 
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    setup_threads(1)
+    set_threads(threads or 1)
     seed_everything(s.seed)
     timings: dict[str, float] = {}
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -275,7 +277,12 @@ def _plot(results: dict, bon_rows: dict, s: ReproSettings, out_dir: Path) -> Non
     plt.close(fig)
 
 
-def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
-    """Entry point of ``iclr25 reproduce vbon`` / ``iclr25-vbon reproduce`` (5 claims, see the README)."""
-    claims, _ = run_reproduction_pipeline(QUICK if quick else FULL, Path(out_dir), progress=True)
+def reproduce(quick: bool, out_dir: Path, *, threads: int | None = None, quiet: bool = False) -> list[Claim]:
+    """Entry point of ``iclr25 reproduce vbon`` / ``iclr25-vbon reproduce`` (5 claims, see the README).
+
+    Args:
+        threads: torch CPU threads (default 1); quiet: no progress bars.
+    """
+    claims, _ = run_reproduction_pipeline(QUICK if quick else FULL, Path(out_dir), progress=not quiet,
+                                          threads=threads)
     return claims

@@ -5,12 +5,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import torch
-
 from .config import ModelArgs
 from .reflm import RefLMConfig
 
-__all__ = ["LM_SIZES", "setup_threads", "load_policy", "load_reward", "default_prompts", "clone_policy"]
+__all__ = ["LM_SIZES", "load_policy", "load_reward", "default_prompts", "clone_policy"]
 
 LM_SIZES = {
     # CPU scale: 2 layers, d=64 (spec: d=128; halved to fit the quick budget on a shared 2-core machine).
@@ -20,34 +18,32 @@ LM_SIZES = {
 }
 
 
-def setup_threads(n: int) -> None:
-    """Set torch's CPU threads (1 avoids thread thrashing on a shared machine)."""
-    if n > 0:
-        torch.set_num_threads(n)
+def load_policy(args: ModelArgs, data=None, progress: bool = True, device: str = "auto"):
+    """``(model, tokenizer)`` of the reference policy: an HF id/path, or the cached embedded tiny LM.
 
-
-def load_policy(args: ModelArgs, data=None, progress: bool = True):
-    """``(model, tokenizer)`` of the reference policy: an HF id/path, or the cached embedded tiny LM."""
+    Args:
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (the command's ``--device``).
+    """
     from iclr25.core.seed import choose_device
 
-    dev = choose_device(args.device)
+    dev = choose_device(device)
     if args.policy:
         from iclr25.core.lm import load_causal_lm
 
         # raises ModelNotFoundError (a FileNotFoundError) for a missing folder / id, without a download offline
-        return load_causal_lm(args.policy, device=args.device, **args.load_kwargs())
+        return load_causal_lm(args.policy, device=device, **args.load_kwargs())
     from .reflm import load_reference_lm
 
     model, tok = load_reference_lm(LM_SIZES[args.lm_size], data=data, progress=progress)
     return model.to(dev), tok
 
 
-def load_reward(args: ModelArgs, data=None):
+def load_reward(args: ModelArgs, data=None, device: str = "auto"):
     """The reward function: an HF classifier by id, or the cached TF-IDF sentiment reward."""
     if args.reward_model:
         from .rewards import HFRewardModel
 
-        return HFRewardModel(args.reward_model, label=args.reward_label, device=args.device)
+        return HFRewardModel(args.reward_model, label=args.reward_label, device=device)
     from .rewards import TfidfSentimentReward
 
     return TfidfSentimentReward.cached(data)

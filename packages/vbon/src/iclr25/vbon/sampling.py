@@ -14,7 +14,8 @@ import torch
 
 from .rewards import RewardFn, call_reward
 
-__all__ = ["Samples", "sample", "sample_texts", "response_logprobs", "best_of_n", "BoNResult"]
+__all__ = ["Samples", "sample", "sample_texts", "response_logprobs", "best_of_n", "BoNResult",
+           "select_best", "best_of_n_generator"]
 
 
 @dataclass
@@ -116,7 +117,7 @@ def sample_texts(model, tokenizer, prompts: Sequence[str], num_samples: int, max
                  batch_size: int = 256, temperature: float = 1.0, progress: bool = False,
                  desc: str = "sample") -> list[list[str]]:
     """``[P][num_samples]`` continuation strings, generated ``batch_size`` sequences at a time."""
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as progress_bar
 
     prompts = list(prompts)
     if not prompts:
@@ -124,7 +125,7 @@ def sample_texts(model, tokenizer, prompts: Sequence[str], num_samples: int, max
     flat = [p for p in prompts for _ in range(num_samples)]
     out: list[str] = []
     starts = range(0, len(flat), batch_size)
-    for i in tqdm(starts, desc=desc, disable=not progress, leave=False):
+    for i in progress_bar(starts, desc=desc, quiet=None if progress else True):
         chunk = flat[i:i + batch_size]
         out += sample(model, tokenizer, chunk, 1, max_new_tokens, temperature).continuations
     return [out[j * num_samples:(j + 1) * num_samples] for j in range(len(prompts))]
@@ -162,8 +163,65 @@ def best_of_n(model, tokenizer, reward_fn: RewardFn, prompts: Sequence[str], n: 
         raise ValueError(f"N must be an integer >= 1, got {n!r}")
     prompts = list(prompts)
     cands = sample_texts(model, tokenizer, prompts, n, max_new_tokens, batch_size, temperature)
+    return select_best(prompts, cands, reward_fn)
+
+
+def select_best(prompts: Sequence[str], cands: Sequence[Sequence[str]], reward_fn: RewardFn) -> BoNResult:
+    """Score ``[P][N]`` candidates with one batched ``reward_fn`` call and keep each prompt's highest-reward
+    one (first among ties) — the selection step of Best-of-N (§2).
+
+    Raises:
+        ValueError: rows of unequal length, a reward function returning NaN or a wrong shape.
+    """
+    prompts = list(prompts)
+    n = len(cands[0]) if cands else 0
+    if len(cands) != len(prompts) or n < 1 or any(len(row) != n for row in cands):
+        raise ValueError(f"select_best(): need {len(prompts)} rows of N >= 1 candidates each, got row lengths "
+                         f"{[len(row) for row in cands]}")
     flat_p = [p for p in prompts for _ in range(n)]
     r = call_reward(reward_fn, flat_p, [t for row in cands for t in row]).view(len(prompts), n)
     idx = r.argmax(1)
     best = [cands[j][int(idx[j])] for j in range(len(prompts))]
     return BoNResult(prompts, best, r.gather(1, idx[:, None]).squeeze(1), cands, r)
+
+
+def best_of_n_generator(generator, reward_fn: RewardFn, prompts: Sequence[str], n: int, max_new_tokens: int = 24,
+                        temperature: float = 1.0, seed: int | None = 0, progress: bool = False) -> BoNResult:
+    """Best-of-N (§2) with candidates from any :class:`iclr25.core.lm.TextGenerator` — e.g. a vLLM server
+    through :class:`iclr25.core.lm.OpenAICompletionGenerator` (raw continuations, no chat template).
+
+    Candidate ``i`` of every prompt is requested with sampling seed ``seed * 1_000_003 + i`` (``seed=None``:
+    no seed is sent), so the ``N`` candidates of a prompt are distinct draws, and a seeded run can be repeated
+    against a server that honours per-request seeds (vLLM does).
+
+    Args:
+        generator: ``generate(prompts, GenerationConfig) -> list[str]`` (one continuation per prompt).
+        reward_fn: ``(prompts, continuations) -> (B,)`` floats.
+        prompts: ``P`` prompts (non-empty); n: ``N >= 1``; temperature: ``> 0`` (ancestral sampling, top_p 1).
+
+    Returns:
+        :class:`BoNResult` (``candidates[j][i]`` is candidate ``i`` of prompt ``j``).
+
+    Raises:
+        ValueError: ``n < 1``, empty prompts, a generator returning the wrong number of texts, bad rewards.
+    """
+    from iclr25.core.lm import GenerationConfig
+    from iclr25.core.progress import progress as progress_bar
+
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"N must be an integer >= 1, got {n!r}")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("best_of_n_generator(): the prompt set is empty")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 for Best-of-N sampling, got {temperature!r}")
+    cols: list[list[str]] = []
+    for i in progress_bar(range(n), desc="BoN candidates", unit="round", quiet=None if progress else True):
+        cfg = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=1.0,
+                               seed=None if seed is None else seed * 1_000_003 + i)
+        texts = list(generator.generate(prompts, cfg))
+        if len(texts) != len(prompts):
+            raise ValueError(f"the generator returned {len(texts)} texts for {len(prompts)} prompts")
+        cols.append(texts)
+    cands = [[cols[i][j] for i in range(n)] for j in range(len(prompts))]
+    return select_best(prompts, cands, reward_fn)

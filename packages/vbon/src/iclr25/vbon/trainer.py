@@ -267,11 +267,11 @@ class VBoNTrainer:
               save_every: int = 0, metrics_path: Path | None = None) -> list[dict[str, float]]:
         """Run ``steps`` (default ``config.steps``) updates from the current step; checkpoint every
         ``save_every`` steps into ``checkpoint_dir``; append per-step metrics to ``metrics_path``."""
-        from tqdm.auto import tqdm
+        from iclr25.core.progress import progress as progress_bar
 
         total = self.cfg.steps if steps is None else steps
-        bar = tqdm(range(self.step, total), desc=f"{self.cfg.method} N={self.cfg.n}" if self.cfg.method == "vbon"
-                   else f"rlhf beta={self.cfg.beta}", disable=not progress, leave=False)
+        bar = progress_bar(range(self.step, total), desc=f"{self.cfg.method} N={self.cfg.n}" if self.cfg.method == "vbon"
+                           else f"rlhf beta={self.cfg.beta}", unit="step", quiet=None if progress else True)
         for _ in bar:
             t0 = time.perf_counter()
             m = self.train_step()
