@@ -8,8 +8,13 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from iclr25.agpd import AGPD
-from iclr25.agpd.gradients import (activation_gradients, autocast_context, penultimate_features, predict,
-                                   stream_gradients)
+from iclr25.agpd.gradients import (
+    activation_gradients,
+    autocast_context,
+    penultimate_features,
+    predict,
+    stream_gradients,
+)
 from iclr25.agpd.models import candidate_layers, small_preact_cnn
 
 

@@ -17,8 +17,15 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import (AGPDConfig, DemoConfig, DetectConfig, DetectFolderConfig, PoisonConfig, ReproduceConfig,
-                     TrainConfig)
+from .config import (
+    AGPDConfig,
+    DemoConfig,
+    DetectConfig,
+    DetectFolderConfig,
+    PoisonConfig,
+    ReproduceConfig,
+    TrainConfig,
+)
 
 _KEYS = {"poisoned.pt": ("x_bd", "y_bd", "poison_mask", "x_clean", "y_clean", "x_eval", "y_eval", "meta"),
          "model.pt": ("model", "meta")}

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from .config import AGPDConfig
 from .gcd import closeness, cvbt, far_end_indices
-from .gradients import activation_gradients, predict
+from .gradients import activation_gradients
 from .stats import js_trace, robust_z, select_stop
 
 __all__ = ["DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",

@@ -199,7 +199,9 @@ def stream_gradients(model: nn.Module, data, layers: Sequence[str], *, y: Tensor
         for h in hooks:
             h.remove()
         model.train(was_training)
-    cat = (lambda v, dt=torch.float32: torch.cat(v) if v else torch.empty(0, dtype=dt))
+    def cat(v: list[Tensor], dt: torch.dtype = torch.float32) -> Tensor:
+        return torch.cat(v) if v else torch.empty(0, dtype=dt)
+
     return GradientPass({n: cat(v) for n, v in out.items()}, cat(labels, torch.long), cat(preds, torch.long),
                         cat(feats) if head is not None else None)
 
