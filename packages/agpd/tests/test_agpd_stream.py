@@ -150,3 +150,20 @@ def test_image_folder_loader_and_detect_folder_cli(tmp_path, capsys, monkeypatch
     mask = (tmp_path / "o" / "poison_mask.txt").read_text().split()
     flagged = (tmp_path / "o" / "flagged.txt").read_text().splitlines()
     assert len(mask) == 40 and len(flagged) == mask.count("1")
+
+
+def test_vision_needs_the_extra_and_never_downloads(tmp_path, monkeypatch):
+    import sys
+
+    from iclr25.agpd import vision
+
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    with pytest.raises(ImportError, match=r"iclr25-agpd\[vision\]"):
+        vision.image_folder(tmp_path)
+    monkeypatch.undo()
+    pytest.importorskip("torchvision")
+    with pytest.raises(ValueError, match="unknown torchvision"):
+        vision.torchvision_dataset("imagenet-xl", tmp_path)
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        vision.torchvision_dataset("cifar10", tmp_path)
+    assert not any(tmp_path.iterdir())

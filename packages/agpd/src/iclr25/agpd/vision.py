@@ -109,7 +109,7 @@ def torchvision_dataset(name: str, root: str | Path, *, train: bool = True,
         channels: default 1 for the MNIST family, else 3.
 
     Raises:
-        ValueError: an unknown name. RuntimeError (torchvision's): the files are not under ``root``.
+        ValueError: an unknown name. FileNotFoundError: the files are not under ``root``.
     """
     tv = require_torchvision()
     byname = {n.lower(): n for n in TORCHVISION_DATASETS}
@@ -120,9 +120,13 @@ def torchvision_dataset(name: str, root: str | Path, *, train: bool = True,
         channels = 1 if "MNIST" in cls_name else 3
     tf = image_transform(image_size, channels, mean, std)
     cls = getattr(tv.datasets, cls_name)
-    if cls_name in ("SVHN", "STL10", "GTSRB"):
-        return cls(str(root), split="train" if train else "test", transform=tf, download=False)
-    return cls(str(root), train=train, transform=tf, download=False)
+    split = dict(split="train" if train else "test") if cls_name in ("SVHN", "STL10", "GTSRB") else dict(train=train)
+    try:
+        return cls(str(root), transform=tf, download=False, **split)
+    except RuntimeError as e:  # torchvision's "Dataset not found or corrupted"
+        raise FileNotFoundError(f"{cls_name} files not found under {root} ({e}); iclr25-agpd never downloads: "
+                                f"put torchvision's {cls_name} files there (e.g. torchvision.datasets.{cls_name}"
+                                f"({str(root)!r}, download=True) on a machine with internet)") from None
 
 
 def make_loader(dataset, batch_size: int = 256, num_workers: int = 0, pin_memory: bool | None = None):
