@@ -3,6 +3,7 @@
     iclr25-agpd poison --attack badnets --ratio 0.1 --target 0 --data digits --out runs/bd
     iclr25-agpd train --data runs/bd --epochs 15 --out runs/bd/model
     iclr25-agpd detect --data runs/bd --model runs/bd/model --agpd.variant paper
+    iclr25-agpd detect-folder --data train_folder --clean clean_folder --model runs/bd/model --amp bf16
     iclr25-agpd reproduce --quick --out results/agpd
     iclr25-agpd demo
 """
@@ -16,7 +17,15 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import AGPDConfig, DemoConfig, DetectConfig, PoisonConfig, ReproduceConfig, TrainConfig
+from .config import (
+    AGPDConfig,
+    DemoConfig,
+    DetectConfig,
+    DetectFolderConfig,
+    PoisonConfig,
+    ReproduceConfig,
+    TrainConfig,
+)
 
 _KEYS = {"poisoned.pt": ("x_bd", "y_bd", "poison_mask", "x_clean", "y_clean", "x_eval", "y_eval", "meta"),
          "model.pt": ("model", "meta")}
@@ -149,6 +158,109 @@ def cmd_detect(cfg: DetectConfig) -> int:
     return 0
 
 
+def _folder_model(path: Path, arch: str, num_classes: int | None, channels: int):
+    import torch
+
+    from .pipeline import build_model
+
+    f = path / "model.pt" if path.is_dir() else path
+    if not f.is_file():
+        raise FileNotFoundError(f"{f} not found: a model.pt written by 'iclr25-agpd train' or a state_dict file")
+    try:
+        d = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        raise ValueError(f"{f} is not a checkpoint or state_dict ({type(e).__name__}: {e})") from None
+    if isinstance(d, dict) and "model" in d and isinstance(d.get("meta"), dict) and "model" in d["meta"]:
+        meta = d["meta"]
+        kind = meta["model"] if arch == "auto" else arch
+        k, c = num_classes or meta["num_classes"], meta.get("in_channels", channels)
+        state = d["model"]
+    else:
+        if arch == "auto":
+            raise ValueError(f"{f} is a plain state_dict: pass --arch small|preactresnet18 (and --num-classes)")
+        state = d.get("state_dict", d.get("model", d)) if isinstance(d, dict) else d
+        kind, k, c = arch, num_classes, channels
+    if c != channels:
+        raise ValueError(f"the model takes {c}-channel images but --channels is {channels}")
+    if k is None:
+        raise ValueError("--num-classes is needed for a plain state_dict")
+    net = build_model(kind, int(k), int(c))
+    try:
+        net.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise ValueError(f"{f} does not fit a '{kind}' model with {k} classes and {c} channels "
+                         f"({str(e).splitlines()[0]})") from None
+    return net
+
+
+def _per_class_subset(ds, per_class: int, seed: int = 0):
+    import numpy as np
+    import torch
+
+    targets = getattr(ds, "targets", None)
+    if targets is None:
+        targets = getattr(ds, "labels", None)
+    if targets is None:
+        targets = [ds[i][1] for i in range(len(ds))]
+    t = np.asarray(targets)
+    rng = np.random.default_rng(seed)
+    idx = np.concatenate([rng.choice(np.flatnonzero(t == k), min(per_class, int((t == k).sum())), replace=False)
+                          for k in np.unique(t)])
+    return torch.utils.data.Subset(ds, sorted(idx.tolist()))
+
+
+def cmd_detect_folder(cfg: DetectFolderConfig) -> int:
+    import torch
+
+    from .detector import AGPD
+    from .metrics import detection_metrics
+    from .vision import image_folder, make_loader, sample_paths, torchvision_dataset
+
+    tf = dict(image_size=cfg.image_size, channels=cfg.channels, mean=cfg.mean, std=cfg.std)
+    if cfg.torchvision is not None:
+        ds = torchvision_dataset(cfg.torchvision, cfg.data, train=True, **tf)
+        classes = list(getattr(ds, "classes", []))
+        clean = (image_folder(cfg.clean, class_to_idx=getattr(ds, "class_to_idx", None), **tf)
+                 if cfg.clean is not None else
+                 _per_class_subset(torchvision_dataset(cfg.torchvision, cfg.data, train=False, **tf),
+                                   cfg.clean_per_class))
+    else:
+        if cfg.clean is None:
+            raise ValueError("--clean FOLDER (the defender's clean ImageFolder) is required without --torchvision")
+        ds = image_folder(cfg.data, **tf)
+        classes = list(ds.classes)
+        clean = image_folder(cfg.clean, class_to_idx=ds.class_to_idx, **tf)
+    net = _folder_model(cfg.model, cfg.arch, cfg.num_classes or (len(classes) or None), cfg.channels)
+    net.to(_device(cfg.device)).eval()
+    loader = make_loader(ds, cfg.batch_size, cfg.num_workers)
+    cloader = make_loader(clean, cfg.batch_size, cfg.num_workers)
+    det = AGPD(net, layers=list(cfg.layers) if cfg.layers else None, config=cfg.agpd)
+    K = net.linear.out_features if hasattr(net, "linear") else None
+    res = det.detect(loader, None, cloader, None, batch_size=cfg.batch_size, num_classes=K,
+                     progress=not cfg.quiet, amp=None if cfg.amp == "off" else cfg.amp)
+    out = {"agpd": res.summary(), "n": len(res.poison_mask), "classes": classes,
+           "streamed": {"batch_size": cfg.batch_size, "num_workers": cfg.num_workers, "amp": cfg.amp}}
+    if cfg.truth is not None:
+        truth = torch.tensor([int(v) for v in cfg.truth.read_text().split()], dtype=torch.bool)
+        if len(truth) != len(res.poison_mask):
+            raise ValueError(f"{cfg.truth} has {len(truth)} entries but the data set has {len(res.poison_mask)} images")
+        out["metrics"] = detection_metrics(truth, res.poison_mask)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "detection.json").write_text(json.dumps(out, indent=1))
+    (cfg.out / "poison_mask.txt").write_text("\n".join(str(int(v)) for v in res.poison_mask.tolist()) + "\n")
+    paths = sample_paths(ds)
+    if paths is not None:
+        flagged = [p for p, f in zip(paths, res.poison_mask.tolist()) if f]
+        (cfg.out / "flagged.txt").write_text("".join(p + "\n" for p in flagged))
+    line = (f"AGPD ({cfg.agpd.variant}) on {len(res.poison_mask)} images: targets {res.target_classes} at "
+            f"{res.layer}; flagged {int(res.poison_mask.sum())}")
+    if "metrics" in out:
+        m = out["metrics"]
+        line += f"; TPR {m['TPR']:.4f} FPR {m['FPR']:.4f} F1 {m['F1']:.4f}"
+    print(line + f" -> {cfg.out}")
+    return 0
+
+
 def cmd_demo(cfg: DemoConfig) -> int:
     from .detector import detect_from_gradients
     from .metrics import detection_metrics
@@ -169,6 +281,8 @@ COMMANDS = {
     "poison": Command(PoisonConfig, cmd_poison, "poison a data set's training split (BadNets / Blended)"),
     "train": Command(TrainConfig, cmd_train, "train a classifier on a poisoned data set (checkpoints, --resume)"),
     "detect": Command(DetectConfig, cmd_detect, "run AGPD (+ Spectral / AC baselines) on a trained model"),
+    "detect-folder": Command(DetectFolderConfig, cmd_detect_folder,
+                             "run AGPD on an ImageFolder / torchvision data set, streamed (needs [vision])"),
     "reproduce": reproduce_command("agpd", "iclr25.agpd.reproduce:reproduce", __version__, config=ReproduceConfig,
                                    help="reproduce the paper's claims (--quick: digits, 2 seeds)"),
     "demo": Command(DemoConfig, cmd_demo, "AGPD on synthetic gradients with a planted poisoned cluster"),

@@ -11,7 +11,8 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = ["AGPDConfig", "VARIANTS", "PoisonConfig", "TrainConfig", "DetectConfig", "ReproduceConfig",
-           "DemoConfig"]
+           "DemoConfig",
+           "DetectFolderConfig"]
 
 #: Settings where the paper text and the official code (BackdoorBench, ``detection_pretrain/agpd.py``)
 #: differ; ``AGPDConfig(variant=...)`` fills every field left at ``None`` from this table.
@@ -163,6 +164,54 @@ class DetectConfig(CommonOptions):
     baselines: tuple[str, ...] = ("spectral", "ac")
     """Baselines to run on penultimate features: spectral, ac."""
     threads: int | None = 1
+
+
+@dataclass(kw_only=True)
+class DetectFolderConfig(CommonOptions):
+    """Run AGPD on an ImageFolder (or an on-disk torchvision data set) with a trained model, streaming
+    batches through a DataLoader (needs the [vision] extra: pip install 'iclr25-agpd[vision]')."""
+
+    data: Path
+    """Untrustworthy set: an ImageFolder root (data/<class>/<image>), or the root of --torchvision's files."""
+    model: Path
+    """A model.pt written by 'train' (or its folder), or a plain state_dict file with --arch."""
+    clean: Path | None = None
+    """Defender's clean set as an ImageFolder with the same class folders (default with --torchvision:
+    --clean-per-class images per class of the test split)."""
+    torchvision: str | None = None
+    """Read --data as this torchvision data set's train split (CIFAR10, GTSRB, ...; download=False)."""
+    clean_per_class: int = 10
+    """Clean images per class drawn from the test split when --torchvision is given without --clean."""
+    arch: Literal["auto", "small", "preactresnet18"] = "auto"
+    """Architecture for a plain state_dict ('auto': read it from a 'train' checkpoint)."""
+    num_classes: int | None = None
+    """K (default: the checkpoint's, else the number of class folders)."""
+    layers: tuple[str, ...] | None = None
+    """Candidate layers (default: every block 3x3 conv but the last)."""
+    image_size: int | None = None
+    """Resize + centre-crop side (default: the files' own size)."""
+    channels: int = 3
+    """3 (RGB) or 1 (grey)."""
+    mean: tuple[float, ...] | None = None
+    """Per-channel normalisation the model was trained with (with --std); default none ([0, 1] pixels)."""
+    std: tuple[float, ...] | None = None
+    batch_size: int = 256
+    num_workers: int = 0
+    """DataLoader worker processes decoding images."""
+    amp: Literal["off", "bf16", "fp16"] = "off"
+    """Autocast for the gradient passes on CUDA (off on CPU)."""
+    agpd: AGPDConfig = field(default_factory=AGPDConfig)
+    truth: Path | None = None
+    """Optional ground truth: one 0/1 line per image in data-set order (e.g. a poison_mask.txt) to score against."""
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.channels not in (1, 3):
+            raise ValueError(f"channels={self.channels} must be 1 or 3")
+        if self.batch_size < 1 or self.num_workers < 0 or self.clean_per_class < 1:
+            raise ValueError("batch_size and clean_per_class must be >= 1, num_workers >= 0")
+        if (self.mean is None) != (self.std is None):
+            raise ValueError("give both --mean and --std, or neither")
 
 
 @dataclass(kw_only=True)

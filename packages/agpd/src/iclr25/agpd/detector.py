@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from .config import AGPDConfig
 from .gcd import closeness, cvbt, far_end_indices
-from .gradients import activation_gradients, predict
+from .gradients import activation_gradients
 from .stats import js_trace, robust_z, select_stop
 
 __all__ = ["DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
@@ -261,19 +261,34 @@ class AGPD:
             raise ValueError("no candidate layers: pass layers=[...] (names of conv modules)")
         self.config = config if config is not None else AGPDConfig(**overrides)
 
-    def gradients(self, x: Tensor, y: Tensor, batch_size: int = 256, progress: bool = False) -> dict[str, Tensor]:
-        """Activation gradients ``{layer: (N, C_l)}`` of ``(x, y)`` (Eq. 1)."""
-        return activation_gradients(self.model, x, y, self.layers, batch_size, progress=progress)
+    def gradients(self, x, y: Tensor | None, batch_size: int = 256, progress: bool = False,
+                  amp: str | bool | None = None) -> dict[str, Tensor]:
+        """Activation gradients ``{layer: (N, C_l)}`` of ``(x, y)`` (Eq. 1); ``x`` may be a DataLoader /
+        iterable of ``(x, y)`` batches with ``y=None`` (streamed)."""
+        return activation_gradients(self.model, x, y, self.layers, batch_size, progress=progress, amp=amp)
 
-    def detect(self, x_bd: Tensor, y_bd: Tensor, x_clean: Tensor, y_clean: Tensor, batch_size: int = 256,
-               num_classes: int | None = None, progress: bool = False) -> DetectionResult:
+    def detect(self, x_bd, y_bd: Tensor | None, x_clean, y_clean: Tensor | None, batch_size: int = 256,
+               num_classes: int | None = None, progress: bool = False, amp: str | bool | None = None,
+               device: str | None = None) -> DetectionResult:
         """Run Stages 1-3 on the untrustworthy set ``(x_bd (N, ...), y_bd (N,))`` with the clean set
-        ``(x_clean (M, ...), y_clean (M,))``."""
-        from .data import check_images
+        ``(x_clean (M, ...), y_clean (M,))``.
 
-        check_images(x_bd, y_bd, name="x_bd / y_bd")
-        check_images(x_clean, y_clean, name="x_clean / y_clean")
-        g = self.gradients(x_bd, y_bd, batch_size, progress)
-        gc = self.gradients(x_clean, y_clean, batch_size)
-        correct = predict(self.model, x_clean) == y_clean
-        return detect_from_gradients(g, y_bd, gc, y_clean, self.config, correct, num_classes)
+        Either set may instead be a ``DataLoader`` (``shuffle=False``) or any iterable of ``(x, y)``
+        batches, with its labels argument ``None``: batches are streamed to the device and only the
+        ``(N, C_l)`` gradient vectors, labels and predictions are kept (:func:`stream_gradients`).
+        ``amp``: ``"bf16"``/``"fp16"`` autocast on CUDA (off on CPU). The poison mask follows the
+        iteration order."""
+        from .data import check_images
+        from .gradients import stream_gradients
+
+        if isinstance(x_bd, Tensor):
+            check_images(x_bd, y_bd, name="x_bd / y_bd")
+        if isinstance(x_clean, Tensor):
+            check_images(x_clean, y_clean, name="x_clean / y_clean")
+        kw = dict(batch_size=batch_size, amp=amp, device=device)
+        g = stream_gradients(self.model, x_bd, self.layers, y=y_bd, progress=progress, **kw)
+        gc = stream_gradients(self.model, x_clean, self.layers, y=y_clean, **kw)
+        if not len(g):
+            raise ValueError("the untrustworthy set is empty")
+        return detect_from_gradients(g.grads, g.labels, gc.grads, gc.labels, self.config, gc.preds == gc.labels,
+                                     num_classes)

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from iclr25.core.results import Claim
 

@@ -3,9 +3,8 @@ per-epoch checkpoints and resumption."""
 
 from __future__ import annotations
 
-import math
-
 import logging
+import math
 from pathlib import Path
 
 import torch
