@@ -46,6 +46,30 @@ def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
     assert all(r["multi"]["rows_forwarded"] == r["multi"]["rows_counted"] for r in runs)
 
 
+def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):
+    """M0's pre-training runs at 1 intra-op thread on CPU even with threads=2, and the count is restored."""
+    import torch
+
+    import iclr25.prereq_tune.model as M
+
+    seen = []
+
+    def fake_pretrain(world, spec, *, cache=None, progress=True):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop after M0")
+
+    monkeypatch.setattr(M, "pretrain_m0", fake_pretrain)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="stop after M0"):
+            R.reproduce(True, tmp_path / "out", seeds=[0, 1], device="cpu", threads=2, quiet=True, cache=tmp_path / "c")
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_claims_from_runs_fail_when_numbers_say_so():
     """A claim's verdict follows the numbers: a run where Prereq-Tune equals SFT_fictitious fails C1."""
     def run(seed, multi, fict):

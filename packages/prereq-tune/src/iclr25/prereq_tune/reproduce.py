@@ -383,7 +383,8 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
         seeds: train seeds (default: the scale's). In quick mode every seed uses the first seed's world.
         device: ``auto`` runs on CUDA when available (seeds then run one after another).
         threads: total CPU threads (default: all cores); seeds run in parallel processes, one
-            thread each, when there are at least as many threads as seeds.
+            thread each, when there are at least as many threads as seeds. M0's pre-training on
+            CPU always uses one thread (see the comment in the body).
         quiet: no progress bars.
         cache: M0 cache root (default: the user cache).
 
@@ -404,13 +405,23 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
     out.mkdir(parents=True, exist_ok=True)
     dev = choose_device(device)
     plan = [((seeds[0] if s.share_world else sd), sd) for sd in seeds]
-    # M0 first, in this process (one-time pre-training, reported separately)
+    # M0 first, in this process (one-time pre-training, reported separately). On CPU it runs with ONE
+    # intra-op thread whatever --threads says: its ops are tiny (128 x ~11 tokens x d 96), so a second
+    # OpenMP thread buys little and, on a shared machine, costs much more (measured under load: 0.96
+    # CPU-s and 1.41 s wall per step at 2 threads vs 0.21 CPU-s and 0.41 s at 1 thread; README).
+    import torch  # noqa: F401  (imported first so limited_threads also sets torch's count)
+
+    from iclr25.core.threads import limited_threads
+
     t0 = time.perf_counter()
     m0_info = {}
-    for ws in sorted({w for w, _ in plan}):
-        world = make_world(s.n_real, s.n_fict, s.n_versions, ws, n_templates=s.n_templates, n_passages=s.n_passages)
-        _, _, path, info = pretrain_m0(world, replace(s.m0, seed=ws), cache=cache, progress=not quiet)
-        m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds")}
+    with limited_threads(1 if dev == "cpu" else None):
+        for ws in sorted({w for w, _ in plan}):
+            world = make_world(s.n_real, s.n_fict, s.n_versions, ws, n_templates=s.n_templates,
+                               n_passages=s.n_passages)
+            _, _, path, info = pretrain_m0(world, replace(s.m0, seed=ws), cache=cache, progress=not quiet)
+            m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds"),
+                           "threads": 1 if dev == "cpu" else None}
     m0_seconds = time.perf_counter() - t0
     n_threads = threads or os.cpu_count() or 1
     t1 = time.perf_counter()
