@@ -264,3 +264,15 @@ def test_config_file_may_leave_required_fields_to_flags(tmp_path, capsys):
     cfg.write_text("lr: 0.5\nbogus: 1\n")
     assert run_cli("iclr25-demo", "d", cmds, ["train", "--config", str(cfg), "--model", "m"]) == 2
     assert "unknown key(s) ['bogus']" in capsys.readouterr().err
+
+
+def test_progress_postfix_does_not_force_lines_off_a_terminal():
+    """set_postfix(...) per step must not print a line per call into a log file (vbon's trainer did)."""
+    code = ("from iclr25.core.progress import progress\n"
+            "b = progress(total=200, desc='x')\n"
+            "for i in range(200):\n"
+            "    b.update(); b.set_postfix(loss=f'{i:.3f}'); b.set_postfix_str(str(i))\n"
+            "b.close()\n")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "ICLR25_QUIET": "0", "ICLR25_PROGRESS": "auto"}).stderr
+    assert err.count("\r") + err.count("\n") <= 4, err[:500]  # start, maybe one refresh, close

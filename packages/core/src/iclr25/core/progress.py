@@ -41,12 +41,32 @@ def progress(iterable: Iterable[Any] | None = None, *, desc: str | None = None, 
     from tqdm.auto import tqdm
 
     tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    cls = tqdm
     if not tty and os.environ.get("ICLR25_PROGRESS", "auto") != "always":
         kwargs.setdefault("mininterval", 60.0)
         kwargs.setdefault("maxinterval", 600.0)
         kwargs.setdefault("ascii", True)
-    return tqdm(iterable, desc=desc, total=total, unit=unit, leave=leave, file=sys.stderr,
+        cls = _quiet_postfix_class(tqdm)
+    return cls(iterable, desc=desc, total=total, unit=unit, leave=leave, file=sys.stderr,
                 disable=progress_disabled(quiet), dynamic_ncols=tty, **kwargs)
+
+
+_QUIET_POSTFIX: dict[type, type] = {}
+
+
+def _quiet_postfix_class(base: type) -> type:
+    """``base`` whose ``set_postfix``/``set_postfix_str`` do not force a redraw (tqdm's default
+    ``refresh=True`` would print a line per call and defeat ``mininterval`` in a log file)."""
+    if base not in _QUIET_POSTFIX:
+        class _Bar(base):  # type: ignore[misc, valid-type]
+            def set_postfix(self, ordered_dict=None, refresh=False, **kwargs):
+                return super().set_postfix(ordered_dict, refresh=refresh, **kwargs)
+
+            def set_postfix_str(self, s="", refresh=False):
+                return super().set_postfix_str(s, refresh=refresh)
+
+        _QUIET_POSTFIX[base] = _Bar
+    return _QUIET_POSTFIX[base]
 
 
 def configure_logging(quiet: bool = False, *, debug: bool = False) -> None:
