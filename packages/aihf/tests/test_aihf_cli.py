@@ -113,3 +113,22 @@ def test_config_presets_parse():
     d = load_config_file(Path(__file__).resolve().parents[1] / "configs" / "hh_pythia.yaml")
     cfg = TrainConfig(**d)
     assert cfg.policy == "EleutherAI/pythia-1b-deduped" and cfg.reward_model == "EleutherAI/pythia-1.4b"
+
+
+def test_resume_refuses_other_settings_and_corrupt_checkpoint(tmp_path, capsys):
+    """New-user trial: --resume with another --w silently continued the old run's checkpoint under new settings,
+    and a torn checkpoint.pt ended in a RuntimeError traceback; both are clean errors now."""
+    out = tmp_path / "b"
+    base = ["train", "--task", "bandit", "--quiet", "--out", str(out)]
+    assert main([*base, "--iters", "20"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--iters", "40", "--resume", "--w", "0.9"]) == 2
+    err = capsys.readouterr().err
+    assert "w=0.5 -> 0.9" in err and "Traceback" not in err
+    assert main([*base, "--iters", "40", "--resume"]) == 0  # the horizon may change
+    ck = out / "checkpoint.pt"
+    ck.write_bytes(ck.read_bytes()[:100])
+    capsys.readouterr()
+    assert main([*base, "--iters", "60", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "unreadable checkpoint" in err and "without --resume" in err

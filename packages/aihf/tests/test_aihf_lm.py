@@ -162,3 +162,17 @@ def test_grad_accum_equals_one_large_batch():
         assert torch.allclose(a, b, atol=1e-5), k
         moved |= not torch.allclose(a, b0)
     assert moved
+
+
+def test_text_max_length_over_model_context_is_clean_error(tmp_path, text_files, capsys):
+    """New-user trial: a 128-position model with the default --max-length 256 used to die with an IndexError
+    traceback inside the GPT-2 forward pass; now a clean error names --max-length and the model's context."""
+    from iclr25.aihf.cli import main
+
+    m = _tiny_model(tmp_path / "m")
+    d, p = text_files
+    argv = ["train", "--task", "text", "--policy", str(m), "--demos", str(d), "--prefs", str(p), "--quiet",
+            "--device", "cpu", "--rounds", "1", "--out", str(tmp_path / "o")]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "--max-length 128" in err and "Traceback" not in err

@@ -69,7 +69,36 @@ def _save_ckpt(path: Path, state: dict) -> None:
 def _load_ckpt(path: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no checkpoint to resume from (run without --resume first)")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError) as e:  # torn or foreign file
+        raise ValueError(f"{path}: unreadable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                         "delete it and train again without --resume") from None
+
+
+# Fields a --resume may change: the horizon and how the run is executed, not what is trained.
+RESUME_FREE = frozenset({"iters", "rounds", "resume", "quiet", "threads", "device", "out", "checkpoint_every"})
+
+
+def check_resume_config(out: Path, cfg: TrainConfig) -> None:
+    """Refuse ``--resume`` when ``out/config.json`` was written with other training settings.
+
+    Raises:
+        ValueError: names every differing field with its stored and new value (only ``RESUME_FREE`` may change).
+    """
+    import dataclasses
+    import json
+
+    prev_file = out / "config.json"
+    if not cfg.resume or not prev_file.is_file():
+        return
+    prev = json.loads(prev_file.read_text())
+    prev = prev.get("config", prev)
+    now = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    diff = [f"{k}={prev[k]!r} -> {now[k]!r}" for k in now if k not in RESUME_FREE and k in prev and prev[k] != now[k]]
+    if diff:
+        raise ValueError(f"--resume: {out} was trained with other settings ({'; '.join(diff)}); resume with the same "
+                         f"settings (only {', '.join(sorted(RESUME_FREE - {'resume'}))} may change) or use a new --out")
 
 
 def _md(rows: dict) -> str:
@@ -161,6 +190,7 @@ def run_train(cfg: TrainConfig) -> int:
     t0 = time.perf_counter()
     out = Path(cfg.out)  # type: ignore[arg-type]
     out.mkdir(parents=True, exist_ok=True)
+    check_resume_config(out, cfg)
     write_run_files(out, cfg)
     if cfg.task in ("bandit", "gridworld"):
         metrics = _train_tabular(cfg, out)

@@ -245,6 +245,20 @@ def _agent_responses(cfg: Any, demos: list[dict], policy, tok, round_: int) -> l
     return out
 
 
+def check_context(model: Any, max_length: int, flag: str = "--policy") -> None:
+    """Fail early when ``max_length`` (prompt + response tokens) exceeds the model's position count.
+
+    Raises:
+        ValueError: ``max_length`` > ``config.max_position_embeddings`` (GPT-2: ``n_positions``); a longer sequence
+            would index past the position table (an IndexError deep inside the forward pass).
+    """
+    conf = getattr(model, "config", None)
+    n_pos = getattr(conf, "max_position_embeddings", None) or getattr(conf, "n_positions", None)
+    if isinstance(n_pos, int) and 0 < n_pos < max_length:
+        raise ValueError(f"max_length={max_length} exceeds the {flag} model's context of {n_pos} positions; "
+                         f"pass --max-length {n_pos} or less")
+
+
 def _lora(model, cfg):
     if cfg.lora_r <= 0:
         return model
@@ -280,6 +294,7 @@ def train_text(cfg: Any) -> dict:
     if cfg.resume and (out / "state.json").is_file():
         state = json.loads((out / "state.json").read_text())
     policy, tok = load_causal_lm(cfg.policy, **load_kw)
+    check_context(policy, cfg.max_length, "--policy")
     reference = None
     if cfg.lora_r <= 0:
         reference = copy.deepcopy(policy).eval()
@@ -318,6 +333,7 @@ def train_text(cfg: Any) -> dict:
     rm = rm_opt = None
     if cfg.reward_model:
         backbone, _ = load_causal_lm(cfg.reward_model, **load_kw)
+        check_context(backbone, cfg.max_length, "--reward-model")
         rm = RewardModel(_lora(backbone, cfg))
         if state["round"] > 0 and (out / "reward_model").is_dir():
             _load_weights(rm.backbone, out / "reward_model")
