@@ -66,6 +66,17 @@ def test_majority_vote_needs_an_extractor(tiny_model_dir, tmp_path, capsys):
     assert rc == 2 and "extractor" in capsys.readouterr().err
 
 
+def test_prompt_longer_than_model_context_is_clean_error(tiny_model_dir, tmp_path, capsys):
+    """New-user trial: a prompt that, with max_new_tokens, overruns the model's 32 positions used to end in an
+    IndexError traceback inside generate; now a clean error names the prompt and the fix."""
+    p = tmp_path / "long.jsonl"
+    p.write_text('{"prompt": "12+34="}\n' + json.dumps({"prompt": "1+" * 20 + "1="}) + "\n")
+    rc = main(["bon", "--model", str(tiny_model_dir), "--prompts", str(p), "--n", "2", "--max-new-tokens", "4",
+               "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "prompt 1 has 42 tokens" in err and "--max-new-tokens" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("args, msg", [
     (["bon", "--n", "0"], "n must be"),
     (["rlhf", "--beta", "0"], "beta"),

@@ -129,6 +129,32 @@ def _assemble(tokenizer, prompts, n, P, Pm, resp, resp_len, finished, pad):
                    resp_len.reshape(len(prompts), n), fin)
 
 
+def check_context(model, prompt_mask, max_new_tokens: int) -> None:
+    """Fail early when the longest prompt plus ``max_new_tokens`` exceeds the model's position count.
+
+    Args:
+        model: a causal LM whose ``config`` has ``max_position_embeddings`` (GPT-2: ``n_positions``); a model
+            without one is not checked.
+        prompt_mask: ``(B, Lp)`` attention mask of the left-padded prompts.
+        max_new_tokens: the longest response.
+
+    Raises:
+        ValueError: names the first over-long prompt (0-based index), its token count and the fix; without this
+            check GPT-2 indexes past its position table (an IndexError deep inside ``generate``).
+    """
+    conf = getattr(model, "config", None)
+    n_pos = getattr(conf, "max_position_embeddings", None) or getattr(conf, "n_positions", None)
+    if not isinstance(n_pos, int) or n_pos <= 0:
+        return
+    lengths = prompt_mask.sum(1)
+    over = (lengths + max_new_tokens > n_pos).nonzero()
+    if len(over):
+        i = int(over[0, 0])
+        raise ValueError(f"prompt {i} has {int(lengths[i])} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                         f"the model's context of {n_pos} positions ({len(over)} prompt(s) too long): shorten the "
+                         "prompts or lower --max-new-tokens")
+
+
 def _left_pad(tokenizer, prompts):
     from .exact import _pad_prompts
 
@@ -167,6 +193,7 @@ def sample_responses(model, tokenizer, prompts: Sequence[str], n: int, *, temper
     _check_decoding(temperature, top_p, top_k, max_new_tokens)
     check_n(batch_size, "batch_size")
     P, Pm, pad = _left_pad(tokenizer, prompts)
+    check_context(model, Pm, max_new_tokens)
     stops = eos_ids(model, tokenizer)
     dev = next(model.parameters()).device
     rows = P.shape[0] * n
