@@ -352,3 +352,22 @@ def test_shipped_accelerate_configs():
     assert ds["distributed_type"] == "DEEPSPEED" and ds["deepspeed_config"]["zero_stage"] == 2
     assert json.loads(deepspeed_config_path().read_text())["zero_optimization"]["stage"] == 2
     assert yaml.safe_load(accelerate_config_path("multi_cpu").read_text())["num_processes"] == 2
+
+
+def test_response_longer_than_model_context_is_truncated_not_an_index_error(caplog):
+    """New-user trial: with the default max_length (None / 4096) a response longer than a 64-position model used
+    to end in an IndexError inside the forward pass; now max_length is capped at the model's context and the
+    response goes through the counted truncation, scoring exactly its first 64 - len(prompt) tokens."""
+    import logging
+
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+    from iclr25.cream import score_responses
+    from iclr25.cream.rewards import fit_max_length
+
+    model, tok = tiny_causal_lm(n_layer=1, n_embd=32, n_head=2, n_positions=64, seed=0), byte_tokenizer()
+    assert fit_max_length(model, 4096) == 64 and fit_max_length(model, 32) == 32 and fit_max_length(model, None) == 64
+    with caplog.at_level(logging.WARNING):
+        long = score_responses(model, tok, ["1+1="], ["2" * 200], max_length=4096)
+    assert "truncated" in caplog.text and torch.isfinite(long).all()
+    cut = score_responses(model, tok, ["1+1="], ["2" * 60], append_eos=False)  # 4 + 60 = 64 tokens, no EOS
+    assert torch.allclose(long, cut, atol=1e-5)

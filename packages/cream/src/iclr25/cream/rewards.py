@@ -134,6 +134,22 @@ def _unwrap(model: Any) -> Any:
     return getattr(model, "module", model)
 
 
+def fit_max_length(model: Any, max_length: int | None) -> int | None:
+    """``max_length`` capped at the model's context (``max_position_embeddings`` / GPT-2 ``n_positions``).
+
+    A sequence longer than the position table ends in an IndexError inside the forward pass; capping here
+    makes an over-long response go through :func:`encode_responses`' counted, logged truncation (and an
+    over-long prompt through its ``ValueError``) instead. The cap is logged. A model without a context
+    size in its config returns ``max_length`` unchanged.
+    """
+    cfg = getattr(_unwrap(model), "config", None)
+    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if not isinstance(limit, int) or limit <= 0 or (max_length is not None and max_length <= limit):
+        return max_length
+    log.info("max_length=%s exceeds the model's context of %d tokens; using %d", max_length, limit, limit)
+    return limit
+
+
 @torch.inference_mode()
 def _batched_logps(model: Any, enc: EncodedResponses, batch_size: int, average: bool,
                    progress_desc: str | None = None) -> torch.Tensor:
@@ -221,7 +237,7 @@ def score_responses(model: Any, tokenizer: Any, prompts: Sequence[str], response
     else:
         up, ur, inverse = list(prompts), list(responses), list(range(len(prompts)))
     enc = encode_responses(tokenizer, up, ur, append_eos=append_eos, chat_template=chat_template,
-                           max_length=max_length)
+                           max_length=fit_max_length(model, max_length))
     scores = _batched_logps(model, enc, batch_size, average, desc)
     return scores[torch.tensor(inverse, dtype=torch.long)] if len(inverse) else scores
 

@@ -33,7 +33,7 @@ import torch
 from .config import TrainConfig
 from .losses import cream_dpo_loss
 from .pairs import PreferencePair
-from .rewards import EncodedResponses, encode_responses
+from .rewards import EncodedResponses, encode_responses, fit_max_length
 
 __all__ = ["StageResult", "train_sft", "train_dpo", "accelerate_config_path", "deepspeed_config_path",
            "apply_lora", "merge_lora"]
@@ -438,7 +438,7 @@ def train_sft(model: Any, tokenizer: Any, examples: Sequence[tuple[str, str]], c
         if not p.strip() or not r.strip():
             raise ValueError(f"sft example {i}: empty {'prompt' if not p.strip() else 'response'}")
     enc = encode_responses(tokenizer, [e[0] for e in examples], [e[1] for e in examples],
-                           chat_template=cfg.chat_template, max_length=cfg.max_length)
+                           chat_template=cfg.chat_template, max_length=fit_max_length(model, cfg.max_length))
 
     def step_loss(m: Any, idx: torch.Tensor, acc: Any) -> tuple[torch.Tensor, dict[str, float]]:
         b = enc.select(idx.cpu()).to(acc.device)
@@ -498,9 +498,9 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
         return StageResult(model=_load_final(out, model), n_examples=len(pairs), n_dropped=dropped)  # type: ignore[arg-type]
     prompts = [p.prompt for p in pairs]
     enc_c = encode_responses(tokenizer, prompts, [p.chosen for p in pairs], chat_template=cfg.chat_template,
-                             max_length=cfg.max_length)
+                             max_length=fit_max_length(model, cfg.max_length))
     enc_r = encode_responses(tokenizer, prompts, [p.rejected for p in pairs], chat_template=cfg.chat_template,
-                             max_length=cfg.max_length)
+                             max_length=fit_max_length(model, cfg.max_length))
     holder: dict[str, torch.Tensor] = {}
     ref_file = out / "ref_logps.pt" if out is not None else None
 
