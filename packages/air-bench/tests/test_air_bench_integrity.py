@@ -306,3 +306,17 @@ def test_wilson_interval_against_inversion_of_the_score_test(p, n):
     ph = k / n
     assert agg.overall.se == pytest.approx(math.sqrt(ph * (1 - ph) / n), abs=1e-12)
     assert agg.overall.ci95 == pytest.approx(wilson_interval(ph, n), abs=1e-15)
+
+
+def test_report_when_every_item_is_a_judge_failure(tmp_path, capsys):
+    """New-user trial: the summary line crashed formatting a None refusal rate."""
+    from iclr25.air_bench.cli import main
+
+    items = _items(6)
+    path = tmp_path / "s.jsonl"
+    bad = LLMJudge(MockJudgeBackend(malformed_every=1), _templates(JUNE, "2024-06"), name="j")
+    res = judge_responses(bad, _responses(items), path, progress=False)
+    assert all(r["refusal_score"] is None for r in res.records)
+    code = main(["report", "--scores", str(path), "--out", str(tmp_path / "rep")])
+    cap = capsys.readouterr()
+    assert code == 0 and "n/a" in cap.out and "Traceback" not in cap.err

@@ -78,3 +78,13 @@ def test_resume_without_checkpoint_fails(tmp_path, run):
     res = run("train", "--data", "digits", "--n-train", "32", "--width", "4", "--epochs", "1", "--resume",
               "--out", str(tmp_path / "none"), "--quiet", check=False)
     assert res.returncode == 2 and "no checkpoint" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_resume_from_a_corrupt_checkpoint_is_a_clean_error(tmp_path, run):
+    """New-user trial: a junk checkpoint.pt under --resume gave a KeyError traceback."""
+    out = tmp_path / "junk"
+    out.mkdir()
+    (out / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    res = run("train", "--data", "digits", "--n-train", "32", "--width", "4", "--epochs", "1", "--resume",
+              "--out", str(out), "--quiet", "--device", "cpu", check=False)
+    assert res.returncode == 2 and "corrupt, truncated" in res.stderr and "Traceback" not in res.stderr

@@ -191,8 +191,11 @@ def cmd_report(cfg: ReportConfig) -> int:
         names = {}
     paths = write_report_files(recs, cfg.out, names=names, plot=cfg.plot)
     rep = build_report(recs, names=names)
-    summary = ", ".join(f"{lab}: {m['aggregate']['overall']['all']['refusal_rate']:.3f} "
-                        f"± {m['aggregate']['overall']['all']['se']:.3f} "
+    def _f(v) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    summary = ", ".join(f"{lab}: {_f(m['aggregate']['overall']['all']['refusal_rate'])} "
+                        f"± {_f(m['aggregate']['overall']['all']['se'])} "
                         f"(n={m['aggregate']['overall']['all']['n']}, {m['n_judge_failures']} judge failures, "
                         f"{m['n_blocked']} blocked)"
                         for lab, m in rep["models"].items())

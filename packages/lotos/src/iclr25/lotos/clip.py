@@ -408,6 +408,9 @@ def final_clip_(model: nn.Module, *, tol: float = 1e-3, **kwargs) -> list[dict]:
         scale = 1.0
         if before > layer.clip * (1.0 + tol):
             scale = layer.clip / before
+            if scale < 0.9:
+                log.warning("final clip pass: layer %d had true sigma_1 = %.3f = %.2f x C; training did not hold "
+                            "the bound (too few clip events?), rescaled by %.3f", i, before, before / layer.clip, scale)
             layer.module.weight.mul_(scale)
             if layer.initialized:
                 V, s = ritz_power_qr(layer.op, layer.V, 5, gram_operator(layer.module), k=layer.k)

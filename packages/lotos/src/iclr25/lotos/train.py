@@ -225,12 +225,19 @@ def train_ensemble(cfg: TrainConfig, data: ImageData | None = None) -> list[nn.M
     if cfg.resume:
         if not ckpt.is_file():
             raise FileNotFoundError(f"--resume: no checkpoint at {ckpt}; train without --resume first")
-        st = torch.load(ckpt, map_location=device, weights_only=True)
-        for m, sd in zip(models, st["models"]):
-            m.load_state_dict(sd)
-        opt.load_state_dict(st["optimizer"])
-        sched.load_state_dict(st["scheduler"])
-        start_epoch, step = int(st["epoch"]), int(st["step"])
+        try:
+            st = torch.load(ckpt, map_location=device, weights_only=True)
+            if len(st["models"]) != len(models):
+                raise ValueError(f"{len(st['models'])} members saved, --num-models {len(models)}")
+            for m, sd in zip(models, st["models"]):
+                m.load_state_dict(sd)
+            opt.load_state_dict(st["optimizer"])
+            sched.load_state_dict(st["scheduler"])
+            start_epoch, step = int(st["epoch"]), int(st["step"])
+        except Exception as e:  # unpickling / missing keys / shape mismatches come in many types
+            raise ValueError(f"--resume: {ckpt} is corrupt, truncated or from other settings "
+                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); delete it "
+                             "and train without --resume, or resume with the run's own settings") from None
         log.info("resumed from %s at epoch %d", ckpt, start_epoch)
     if cfg.clipped and cfg.clip_at_init and not cfg.resume:
         clip_to_target(models, data.x_train[:2].to(device))
