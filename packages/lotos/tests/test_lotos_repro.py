@@ -63,5 +63,6 @@ def test_seeds_in_parallel_processes_give_the_same_numbers(tmp_path, monkeypatch
     b = R.reproduce(True, tmp_path / "b", data="digits", quiet=True, seeds=(0, 1), workers=2)
     same = [(x.ours == y.ours) or (math.isnan(x.ours) and math.isnan(y.ours)) for x, y in zip(a, b)]
     assert all(same), [(x.name, x.ours, y.ours) for x, y in zip(a, b)]
-    note = next(c for c in a if c.name == "transferability/lotos_lt_clip").note
+    # the tiny preset leaves no eligible points for transfer rates (NaN); cross gains are always measured
+    note = next(c for c in a if c.name == "mechanism/cross_gain").note
     assert "± " in note and "seed spread" in note and "per seed" in note
