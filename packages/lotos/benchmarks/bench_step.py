@@ -29,7 +29,6 @@ from iclr25.lotos.data import ImageData
 from iclr25.lotos.reproduce import FULL, QUICK
 from iclr25.lotos.train import build_ensemble, model_spec, train_step
 
-
 #: The spec's SmallConvNet at the paper's training settings (not a reproduce preset).
 PAPER = dict(num_models=3, width=32, image_size=32, batch_size=128, clip_every=100, clip_opt_iter=1, n_train=4000)
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from iclr25.lotos.clip import SpectralClip, final_clip_, spectral_report, true_top_singular
 from iclr25.lotos.config import TrainConfig
-from iclr25.lotos.spectral import explicit_matrix, linear_operator, power_qr, ritz_power_qr
+from iclr25.lotos.spectral import linear_operator, power_qr, ritz_power_qr
 from iclr25.lotos.train import load_ensemble, train_ensemble
 
 

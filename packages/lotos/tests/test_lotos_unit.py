@@ -268,3 +268,31 @@ def test_clip_to_target_brings_every_layer_near_C():
     for layer, shp in zip(spectral_layers(m, "all"), shapes):
         _, s = layer_top_singular(layer.module, shp, k=1, n_iters=200, generator=torch.Generator().manual_seed(0))
         assert 0.85 < float(s[0]) < 1.15, (layer, float(s[0]))
+
+
+def test_cifar_batches_load_with_a_restricted_unpickler(tmp_path):
+    """The CIFAR-10 python batches are pickles: real ones load, a crafted one is refused, not run."""
+    import pickle
+
+    import numpy as np
+
+    from iclr25.lotos.data import _read_batch
+
+    good = tmp_path / "data_batch_1"
+    data = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    good.write_bytes(pickle.dumps({"batch_label": "b", "labels": [3, 7], "data": data, "filenames": ["a", "b"]}))
+    x, y = _read_batch(good)
+    assert x.shape == (2, 32, 32, 3) and y.tolist() == [3, 7]
+    assert np.array_equal(x[0].transpose(2, 0, 1).reshape(-1), data[0])
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    import os
+
+    bad = tmp_path / "data_batch_2"
+    bad.write_bytes(pickle.dumps({"data": Evil(), "labels": []}))
+    with pytest.raises(ValueError, match="refusing to load"):
+        _read_batch(bad)
+    assert not (tmp_path / "pwned").exists()

@@ -96,12 +96,39 @@ def load_cifar10_subset(n_train: int | None = None, n_test: int | None = None) -
                      torch.from_numpy(yte[ite]).long(), CIFAR_MEAN, CIFAR_STD, 10, "cifar10-subset")
 
 
+#: The only globals a CIFAR-10 "python version" batch needs (numpy array reconstruction).
+_CIFAR_PICKLE_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+}
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Unpickler that resolves only numpy array globals: a crafted file cannot run code."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _CIFAR_PICKLE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR-10 batch holds only "
+                                     "numpy arrays, lists, strings and bytes")
+
+
 def _read_batch(path) -> tuple[np.ndarray, np.ndarray]:
-    # The official CIFAR-10 "python version" is a pickle of numpy arrays (only open files you trust).
-    with open(path, "rb") as fh:
-        d = pickle.load(fh, encoding="latin1")  # noqa: S301 - the data set's own format
-    x = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return x, np.asarray(d["labels"], dtype=np.int64)
+    """Read one batch of the official CIFAR-10 "python version" (a pickle, the data set's own
+    format) with a restricted unpickler: only numpy array reconstruction is allowed, so a
+    crafted file is refused instead of executed.
+
+    Raises:
+        ValueError: the file is not a CIFAR-10 batch (or tries to load anything else).
+    """
+    try:
+        with open(path, "rb") as fh:
+            d = _CifarUnpickler(fh, encoding="latin1").load()
+        x = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        return x, np.asarray(d["labels"], dtype=np.int64)
+    except (pickle.UnpicklingError, KeyError, TypeError, ValueError, EOFError) as e:
+        raise ValueError(f"{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
 
 
 def load_cifar10(n_train: int | None = None, n_test: int | None = None) -> ImageData:
