@@ -13,18 +13,26 @@ from iclr25.ridge_bias import reproduce as rmod
 
 CLAIMS = [
     "theory_matches_simulation",
+    "mechanism/delta_matches_resolvent_trace",
     "s1/amplification_only_with_strong_lambda",
+    "mechanism/s1/bias_share_matches_simulation",
     "s2/amplification_min_at_intermediate_lambda",
+    "mechanism/s2/bias_share_matches_simulation",
     "s3/gap_persists_with_parameterization",
     "s3/peak_near_interpolation",
     "s3/peak_near_interpolation_m_sweep",
+    "mechanism/s3/rp_gap_matches_simulation_at_large_m",
+    "mechanism/s3/peak_is_variance_driven",
+    "mechanism/s3/m_sweep_peak_is_variance_driven",
     "digits/theory_tracks_empirical_ordering",
+    "mechanism/digits/gap_rank_correlation",
 ]
 
 
 def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
     tiny = dict(val_lam=np.array([0.01, 1.0]), val_seeds=(3,), val_dims=(40,), s3_draws=1,
-                digits_lam=np.array([0.01, 1.0]), digits_splits=2, digits_p2=(0.2,), gf_seeds=2)
+                digits_lam=np.array([0.01, 1.0]), digits_splits=2, digits_p2=(0.2,), gf_seeds=2,
+                mech_seeds=3, rp_seeds=3)
     monkeypatch.setattr(rmod, "_settings", lambda quick: tiny)
     plotted = []
     monkeypatch.setattr(rmod, "plot_curves", lambda path, panels, **kw: plotted.append(Path(path).name))  # speed
@@ -39,6 +47,10 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
     held = {c.name: c.holds for c in report.claims}
     assert held["s1/amplification_only_with_strong_lambda"] and held["s2/amplification_min_at_intermediate_lambda"]
     assert held["s3/peak_near_interpolation"] and held["s3/peak_near_interpolation_m_sweep"]
+    assert held["mechanism/s3/peak_is_variance_driven"] and held["mechanism/s3/m_sweep_peak_is_variance_driven"]
+    for c in report.claims:  # every mechanism claim is a measured number with a bound
+        if c.name.startswith("mechanism/") and c.name != "mechanism/digits/gap_rank_correlation":  # 2 points: NaN
+            assert np.isfinite(c.ours) and c.threshold is not None, c.name
 
 
 @pytest.mark.slow

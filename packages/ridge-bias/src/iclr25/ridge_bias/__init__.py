@@ -16,6 +16,7 @@ from .simulate import (
     sample_mixture,
     simulate_gradient_flow,
     simulate_ridge,
+    simulate_ridge_decomposition,
     simulate_rp,
 )
 from .theory import (
@@ -43,6 +44,7 @@ __all__ = [
     "projection_matrix",
     "projected_mixture",
     "simulate_ridge",
+    "simulate_ridge_decomposition",
     "simulate_rp",
     "simulate_gradient_flow",
     "sample_mixture",

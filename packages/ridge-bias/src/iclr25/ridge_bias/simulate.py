@@ -34,6 +34,7 @@ __all__ = [
     "simulate_ridge",
     "simulate_rp",
     "simulate_gradient_flow",
+    "simulate_ridge_decomposition",
 ]
 
 
@@ -281,3 +282,78 @@ def simulate_gradient_flow(
     t_arr, _ = _as_lam(t, "t")
     return _simulate(mix, t_arr, fit_gradient_flow, seeds, seed, separate, progress, "MC gradient flow")
 
+
+
+def simulate_ridge_decomposition(
+    mix: MixtureSpec,
+    lam: float | Sequence[float] | np.ndarray,
+    seeds: int = 20,
+    *,
+    seed: int = 0,
+) -> dict:
+    """Monte-Carlo of the quantities the theory is built from, for the joint ridge estimator.
+
+    For each draw of the training inputs ``X`` (labels are not needed), with
+    ``R = (Sigma_hat + lam I)^{-1}``, ``Sigma_hat = X^T X / n``, ``P_k = X_k^T X_k / n``:
+
+    * resolvent traces ``tr(Sigma_k R) / n`` -- the empirical counterpart of the fixed point
+      ``delta_k = tr(Sigma_k Q) / n`` (the theory's effective-regularisation scalars);
+    * the bias term of test group ``s``, exact given ``X``: ``(w_b - w_s*)^T Sigma_s (w_b - w_s*)``
+      with ``w_b = R sum_k P_k w_k*`` (ridge on noiseless labels) -- the theory's ``B_s``;
+    * the variance term of test group ``s``, the exact expectation over the label noise given
+      ``X``: ``sum_k sigma_k^2 tr(Sigma_s R P_k R) / n`` -- the theory's ``V_s``.
+
+    Averaging over draws estimates the expectations over ``X`` that the deterministic equivalents
+    predict (bias + variance = the expected excess risk of :func:`simulate_ridge`).
+
+    Args:
+        mix: the mixture (``n`` rounded to an integer; covariances as spectra or matrices).
+        lam: ``> 0``, scalar or grid ``[L]``.
+        seeds: number of independent input draws (``>= 2``: a standard error needs two).
+        seed: root seed (``numpy.random.SeedSequence(seed).spawn(seeds)``).
+
+    Returns:
+        dict with ``lam [L]``, ``seeds``, and ``[L, K]`` float arrays ``trace_mean``/``trace_sem``,
+        ``bias_mean``/``bias_sem``, ``var_mean``/``var_sem`` (means and standard errors over draws).
+
+    Raises:
+        ValueError: ``lam <= 0``, ``seeds < 2``, an empty group at this ``n``.
+    """
+    lam_arr, _ = _as_lam(lam)
+    if int(seeds) != seeds or seeds < 2:
+        raise ValueError(f"seeds: the number of Monte-Carlo draws must be an integer >= 2, got {seeds!r}")
+    K, d, L = mix.K, mix.d, lam_arr.size
+    covs = [g.cov_matrix() for g in mix.groups]  # [d, d] each
+    noise = np.array([g.noise_var for g in mix.groups])
+    counts = group_counts(mix)
+    n = int(counts.sum())
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    tr = np.empty((int(seeds), L, K))
+    bias = np.empty((int(seeds), L, K))
+    var = np.empty((int(seeds), L, K))
+    for i, ss in enumerate(np.random.SeedSequence(seed).spawn(int(seeds))):
+        X, _, _ = sample_mixture(mix, np.random.default_rng(ss))
+        ev, V = np.linalg.eigh(X.T @ X / n)
+        r = 1.0 / (np.clip(ev, 0.0, None)[None, :] + lam_arr[:, None])  # [L, d] eigenvalues of R
+        Xk = [X[bounds[k]:bounds[k + 1]] @ V for k in range(K)]  # group rows in R's eigenbasis
+        Ck = [V.T @ C @ V for C in covs]  # Sigma_k in R's eigenbasis
+        tr[i] = np.einsum("li,ki->lk", r, np.stack([np.diag(C) for C in Ck])) / n
+        # w_b = R sum_k P_k w_k*  (eigenbasis coordinates), [L, d]
+        pw = sum(Xk[k].T @ (Xk[k] @ (V.T @ g.teacher)) for k, g in enumerate(mix.groups)) / n
+        wb = r * pw[None, :]
+        for s, g in enumerate(mix.groups):
+            e = wb - (V.T @ g.teacher)[None, :]
+            bias[i, :, s] = np.einsum("li,ij,lj->l", e, Ck[s], e)
+            # sum_k sigma_k^2 tr(Sigma_s R P_k R)/n = (1/n^2) sum_k sigma_k^2 sum_rows (x R) Sigma_s (x R)^T
+            v = np.zeros(L)
+            for k in range(K):
+                if noise[k] == 0.0:
+                    continue
+                G = Xk[k].T @ Xk[k]  # [d, d]: sum of x x^T over group-k rows (eigenbasis)
+                # tr(Sigma_s R G R) with R = diag(r_l)
+                v += noise[k] * np.einsum("li,ij,lj,ji->l", r, Ck[s], r, G)
+            var[i, :, s] = v / n**2
+    k = int(seeds)
+    sem = lambda a: a.std(0, ddof=1) / np.sqrt(k)  # noqa: E731
+    return {"lam": lam_arr, "seeds": k, "trace_mean": tr.mean(0), "trace_sem": sem(tr),
+            "bias_mean": bias.mean(0), "bias_sem": sem(bias), "var_mean": var.mean(0), "var_sem": sem(var)}
