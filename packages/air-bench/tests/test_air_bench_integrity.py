@@ -180,7 +180,8 @@ def _kill_when(proc, path, min_lines, timeout=120):
     raise AssertionError("timed out waiting for output")
 
 
-def test_sigkill_mid_run_and_mid_judge_then_resume_and_rejudge(tmp_path):
+def test_sigkill_mid_run_and_mid_judge_then_resume_and_rejudge(tmp_path, air_data):
+    # air_data: the LLM judge renders the mirrored judge templates; skips (with the reason) without them
     n = 24
     prompts = _prompts_file(tmp_path, n)
     run_dir, judge_dir = tmp_path / "run", tmp_path / "judge"
@@ -203,7 +204,8 @@ def test_sigkill_mid_run_and_mid_judge_then_resume_and_rejudge(tmp_path):
     with open(judge_dir / "scores.jsonl", "a") as fh:
         fh.write('{"judge": "llm:mock-judge", "mo')
     r = subprocess.run([*judge, "--resume"], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3, r.stderr  # every call done, but malformed judge answers remain
+    assert re.search(r"; (\d+) of 24 items have no valid judge score", r.stdout), r.stdout
     fixed = [x for x in judge if x not in ("--mock-malformed-every", "5")]
     r = subprocess.run([*fixed, "--resume", "--rejudge-failures"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -283,6 +285,37 @@ def test_unknown_categories_are_errors_everywhere(tmp_path):
     r = subprocess.run([*CLI, "run", "--backend", "mock", "--prompts", "mirror", "--categories", "1.99"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "not an AIR 2024 category" in r.stderr
+    assert "level-2 1 has 1.1 (leaves 1.1.1..1.1.6), 1.2 (leaves 1.2.7..1.2.10), 1.3 (leaves 1.3.11..1.3.12)" in r.stderr
+
+
+def test_unknown_category_error_lists_the_valid_leaves():
+    from iclr25.air_bench.data import check_category_filters
+    from iclr25.air_bench.taxonomy import check_cate_idx
+
+    with pytest.raises(ValueError, match=re.escape("no level-3 category 1.99; level-2 1 has 1.1 (leaves "
+                                                   "1.1.1..1.1.6), 1.2 (leaves 1.2.7..1.2.10), 1.3")):
+        check_cate_idx("1.99.99")
+    with pytest.raises(ValueError, match=re.escape("level-3 3.8 has leaves 3.8.4..3.8.7")):
+        check_cate_idx("3.8.99")
+    with pytest.raises(ValueError, match=re.escape("level-3 3.8 has leaves 3.8.4..3.8.7")):
+        check_category_filters(["3.8.99"])
+    with pytest.raises(ValueError, match=re.escape("level-2 16 has 16.43 (leaves 16.43.1..16.43.1), 16.44")):
+        check_category_filters(["16.1"])
+
+
+def test_judge_exit_status_counts_judge_failures(tmp_path, air_data):
+    prompts = _prompts_file(tmp_path, 6)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([*CLI, "run", "--backend", "mock", "--model", "mock-a", "--prompts", str(prompts), "--out",
+                        str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    judge = [*CLI, "judge", "--responses", str(tmp_path / "run" / "responses.jsonl"), "--judge", "llm",
+             "--judge-backend", "mock", "--out", str(tmp_path / "judge"), "--quiet"]
+    r = subprocess.run([*judge, "--mock-malformed-every", "3"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "2 of 6 items have no valid judge score" in r.stdout and "--rejudge-failures" in r.stdout
+    r = subprocess.run([*judge, "--resume", "--rejudge-failures"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.realdata

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from iclr25.air_bench import load_graded_responses
-from iclr25.air_bench.reproduce import MOCK_Q, offline_judge_check, pipeline_check, scoring_check
+from iclr25.air_bench import reproduce as repro_mod
+from iclr25.air_bench.reproduce import MOCK_Q, convention_check, offline_judge_check, pipeline_check, scoring_check
 
 
 @pytest.mark.realdata
@@ -31,6 +32,16 @@ def test_scoring_check_detects_a_wrong_flip(air_data):
 
 
 @pytest.mark.realdata
+def test_convention_check_reads_the_flip_from_the_judge_reasoning(air_data):
+    rows = load_graded_responses(air_data / "graded_responses.jsonl")
+    cc = convention_check(rows)
+    assert cc["n_refusal_reasons"] > 300 and cc["fraction_scored_refusal"] >= 0.95
+    swap = {"1=unsafe": "1=refusal", "1=refusal": "1=unsafe"}
+    bad = [dict(r, stored_score_convention=swap[r["stored_score_convention"]]) for r in rows]
+    assert convention_check(bad)["fraction_scored_refusal"] < 0.1  # a wrong flip shows
+
+
+@pytest.mark.realdata
 def test_pipeline_check_one_seed(tmp_path, air_data):
     pc = pipeline_check(tmp_path, [0])
     assert pc["cells"] == 16 and pc["identity_err"] <= 1e-12
@@ -42,6 +53,15 @@ def test_pipeline_check_one_seed(tmp_path, air_data):
     assert np.corrcoef(q, r)[0, 1] > 0.9
     assert pc["fraction_inside"] >= 0.9
     assert (tmp_path / "pipeline" / "seed0" / "report" / "report.json").is_file()
+    assert pc["items"] == 632 and pc["item_agreement"] == 1.0 and 0 < pc["items_refused"] < 632
+
+
+@pytest.mark.realdata
+def test_pipeline_item_agreement_detects_a_judge_in_the_other_direction(tmp_path, air_data, monkeypatch):
+    from iclr25.air_bench.testing import MockJudgeBackend
+
+    monkeypatch.setattr(repro_mod, "MockJudgeBackend", lambda: MockJudgeBackend(convention="2024-07"))
+    assert pipeline_check(tmp_path, [0])["item_agreement"] == 0.0
 
 
 class _PrefixEncoder:
@@ -60,6 +80,9 @@ def test_offline_judge_check_plumbing(air_data):
     assert oj["n_responses"] == 160 and len(oj["files"]) == 2
     for v in oj["files"].values():
         assert 0 <= v["embedding_lr"] <= 1 and v["keyword"] < v["gpt4o"]
+    assert -1 <= oj["kappa_3class_lr"] <= 1 and oj["n_gold_refusals"] + oj["n_gold_non_refusals"] == 160
+    # the keyword matcher is biased low because it misses refusals, not by false alarms
+    assert oj["keyword_miss_rate"] > oj["keyword_false_alarm_rate"]
 
 
 def test_minilm_encoder_offline():
@@ -106,8 +129,10 @@ def test_reproduce_quick_cli(tmp_path, air_data):
     assert p.returncode == 0, p.stderr
     res = json.loads((out / "results.json").read_text())
     assert [c["name"] for c in res["claims"]] == [
-        "scoring/exact_match_to_published", "offline_judge/tracks_gpt4o_refusal_rate",
-        "keyword_judge/biased_low", "pipeline/mock_model_recovered"]
+        "scoring/exact_match_to_published", "mechanism/scoring/convention_agrees_with_judge_reasoning",
+        "offline_judge/tracks_gpt4o_refusal_rate", "mechanism/offline_judge/per_response_agreement",
+        "keyword_judge/biased_low", "mechanism/keyword_judge/misses_exceed_false_alarms",
+        "pipeline/mock_model_recovered", "mechanism/pipeline/judge_agrees_per_item"]
     checker = Path(__file__).resolve().parents[4] / "shared" / "tools" / "check_claims.py"  # ../shared beside the checkout
     if checker.is_file():
         c = subprocess.run([sys.executable, str(checker), str(out), "air-bench",

@@ -20,6 +20,11 @@ __all__ = ["main"]
 log = logging.getLogger("iclr25.air_bench")
 
 
+JUDGE_FAILURES_EXIT = 3
+"""Exit status of ``judge`` when every call went through but some answers had no valid score
+(judge failures: stored, excluded from rates, counted in reports). ``1`` = failed calls/batches."""
+
+
 def _setup_logging(quiet: bool) -> None:
     for noisy in ("httpx", "httpx2", "httpcore", "openai"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -170,8 +175,15 @@ def cmd_judge(cfg: JudgeConfig) -> int:
     msg = (f"judge[{judge.name}]: {len(res.records)}/{len(records)} judged into {out / 'scores.jsonl'} "
            f"(convention {getattr(judge, 'convention', 'n/a')}; {res.n_new} new, {res.n_cached} cached, "
            f"{n_fail} judge failures, {n_blocked} blocked, {len(res.failed)} call failures, {res.seconds:.1f} s)")
-    print(msg + ("; rerun with --resume" if res.failed else ""))
-    return 1 if res.failed else 0
+    if res.failed:
+        print(msg + "; rerun with --resume")
+        return 1
+    if n_fail:
+        print(msg + f"; {n_fail} of {len(res.records)} items have no valid judge score (excluded from every rate); "
+              "rerun with --resume --rejudge-failures")
+        return JUDGE_FAILURES_EXIT
+    print(msg)
+    return 0
 
 
 def cmd_report(cfg: ReportConfig) -> int:

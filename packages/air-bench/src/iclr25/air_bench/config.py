@@ -99,7 +99,9 @@ class RunConfig(CommonOptions, SeedOption):
 
 @dataclass(kw_only=True)
 class JudgeConfig(CommonOptions):
-    """`judge`: score cached responses with a judge (out/scores.jsonl)."""
+    """`judge`: score cached responses with a judge (out/scores.jsonl). Exit status: 0 = every item
+    judged; 1 = failed calls (rerun with --resume); 3 = all calls done but some answers had no valid
+    score (judge failures; the count is printed; rerun with --resume --rejudge-failures)."""
 
     responses: Path = Path("runs/air-bench/responses.jsonl")
     """responses.jsonl written by `run` (or any JSONL with model, id, cate-idx, prompt, response)."""

@@ -220,15 +220,26 @@ def check_category_filters(cats: Iterable[str]) -> None:
     Raises:
         ValueError: an id that names no AIR 2024 category at its level.
     """
-    from .taxonomy import LEAF_IDS
+    from .taxonomy import LEAF_IDS, level3_leaves_hint
 
     l3s = {c.rsplit(".", 1)[0] for c in LEAF_IDS}
     for c in cats:
         n = c.count(".")
         ok = (n == 0 and c.isdigit() and 1 <= int(c) <= 16) or (n == 1 and c in l3s) or (n == 2 and c in LEAF_IDS)
         if not ok:
+            head = c.split(".")[0]
+            valid = ""
+            if n >= 1 and head.isdigit() and 1 <= int(head) <= 16:
+                if n == 1:
+                    valid = f"; {level3_leaves_hint(head)}"
+                elif c.rsplit(".", 1)[0] in l3s:
+                    l3 = c.rsplit(".", 1)[0]
+                    leaves = sorted((x for x in LEAF_IDS if x.rsplit(".", 1)[0] == l3), key=lambda x: int(x.rsplit(".", 1)[1]))
+                    valid = f"; level-3 {l3} has leaves {leaves[0]}..{leaves[-1]}"
+                else:
+                    valid = f"; {level3_leaves_hint(head)}"
             raise ValueError(f"--categories: {c!r} is not an AIR 2024 category (use a level-2 number 1..16, a "
-                             "level-3 id such as 3.8, or a level-4 id such as 3.8.1)")
+                             f"level-3 id such as 3.8, or a level-4 id such as 3.8.1){valid}")
 
 
 def load_judge_templates(path: str | Path | None = None, *, convention: Convention | str = "auto"

@@ -12,6 +12,19 @@ machinery on real judged data and on a synthetic model with known refusal probab
 4. ``pipeline/mock_model_recovered`` — run -> judge (LLM judge path with a rule-based judge model and
    the real templates) -> report on the 632 mirrored prompts recovers known level-2 refusal
    probabilities within their 99 % binomial intervals.
+
+Beside each, a ``mechanism/`` claim on the intermediate quantity the headline rests on:
+
+* ``mechanism/scoring/convention_agrees_with_judge_reasoning`` -- the score-direction flip is right:
+  rows whose published judge reasoning says the model refused/declined carry refusal score 1 after
+  our conversion (the exact-match claim's reference applies the same flip, so only this checks it);
+* ``mechanism/offline_judge/per_response_agreement`` -- Cohen's kappa of the embedding judge with
+  GPT-4o per response (a per-file rate can match by cancelling errors; this says it does not);
+* ``mechanism/keyword_judge/misses_exceed_false_alarms`` -- the keyword matcher misses more GPT-4o
+  refusals than it falsely flags non-refusals (the cause of the low bias);
+* ``mechanism/pipeline/judge_agrees_per_item`` -- in the mock pipeline every item's judged score
+  equals what the mock model did (the rendered template, the judge's answer, parsing and the
+  convention flip are right item by item, not only on average).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from collections import defaultdict
 from fractions import Fraction
@@ -35,7 +49,7 @@ from .judges import LLMJudge, keyword_refusal
 from .report import read_report_aggregates, write_report_files
 from .runner import generate_responses, judge_responses
 from .scoring import to_refusal_score
-from .testing import MockJudgeBackend, MockRefusalBackend, binomial_interval
+from .testing import CANNED_REFUSAL, MockJudgeBackend, MockRefusalBackend, binomial_interval
 
 __all__ = ["reproduce", "SPEC_FILE_RATES", "SPEC_LLAMA_L2", "MOCK_Q"]
 
@@ -112,6 +126,24 @@ def scoring_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"max_abs_diff": max(diffs), "files": files}
 
 
+_REFUSAL_REASON = re.compile(r"\b(refus|declin)", re.IGNORECASE)
+
+
+def convention_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows whose published judge reasoning states a refusal ("refus...", "declin...") and the refusal
+    score our conversion gives them (should be 1: the rubric's refusal grade)."""
+    sel = [r for r in rows if _REFUSAL_REASON.search(r.get("judge_reason") or "")]
+    conv = [to_refusal_score(r["stored_score"], _convention(r["stored_score_convention"])) for r in sel]
+    by_conv: dict[str, list[float]] = defaultdict(list)
+    for r, c in zip(sel, conv):
+        by_conv[r["stored_score_convention"]].append(c)
+    return {"n_rows": len(rows), "n_refusal_reasons": len(sel),
+            "fraction_scored_refusal": float(np.mean([c == 1.0 for c in conv])) if sel else math.nan,
+            "by_stored_convention": {k: {"n": len(v), "fraction_scored_refusal": float(np.mean([c == 1.0 for c in v]))}
+                                     for k, v in by_conv.items()},
+            "exceptions": [{"refusal_score": c, "reason": r["judge_reason"][:160]} for r, c in zip(sel, conv) if c != 1.0]}
+
+
 def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int = 50,
                         encoder: Any = None) -> dict[str, Any]:
     """Steps 2-3: cross-validated embedding judge and keyword judge per responder file.
@@ -137,9 +169,18 @@ def offline_judge_check(rows: list[dict[str, Any]], quick: bool, min_rows: int =
         files[f] = {"n": int(m.sum()), "gpt4o": float(gold[m].mean()), "embedding_lr": float(pred[m].mean()),
                     "keyword": float(kw[m].mean())}
     acc3 = float((pred == gold).mean())
+    from sklearn.metrics import cohen_kappa_score
+
+    classes = {0.0: 0, 0.5: 1, 1.0: 2}
+    kappa = float(cohen_kappa_score([classes[float(g)] for g in gold], [classes[float(q)] for q in pred]))
+    gold_ref = gold == 1.0
+    kw_ref = kw == 1.0
     return {
         "n_responses": len(sel), "embed_seconds": t_embed, "files": files,
-        "accuracy_3class": acc3,
+        "accuracy_3class": acc3, "kappa_3class_lr": kappa,
+        "keyword_miss_rate": float((gold_ref & ~kw_ref).sum() / max(gold_ref.sum(), 1)),
+        "keyword_false_alarm_rate": float((~gold_ref & kw_ref).sum() / max((~gold_ref).sum(), 1)),
+        "n_gold_refusals": int(gold_ref.sum()), "n_gold_non_refusals": int((~gold_ref).sum()),
         "binary_accuracy_lr": float(((pred == 1) == (gold == 1)).mean()),
         "binary_accuracy_keyword": float(((kw == 1) == (gold == 1)).mean()),
         "max_abs_diff_lr": max(abs(v["embedding_lr"] - v["gpt4o"]) for v in files.values()),
@@ -154,6 +195,7 @@ def pipeline_check(out_dir: Path, seeds: list[int], plot: bool = False) -> dict[
     prompts = load_prompts("mirror")
     templates = load_judge_templates(convention="2024-06")
     inside = total = 0
+    items = agree = refused_text = 0
     identity_err = 0.0
     per_seed = {}
     for seed in seeds:
@@ -166,6 +208,11 @@ def pipeline_check(out_dir: Path, seeds: list[int], plot: bool = False) -> dict[
                              progress=False)
         if gen.failed or jr.failed:
             raise RuntimeError(f"mock pipeline seed {seed}: {len(gen.failed) + len(jr.failed)} failures")
+        by_id = {p.id: p for p in prompts}
+        for r in jr.records:  # per item: the judged score equals what the mock model did
+            items += 1
+            agree += (r["refusal_score"] == 1.0) == backend.refuses(by_id[r["id"]]) and r["refusal_score"] in (0.0, 1.0)
+            refused_text += r["response"] == CANNED_REFUSAL
         write_report_files(jr.records, d / "report", plot=plot and seed == seeds[0])
         agg = next(iter(read_report_aggregates(d / "report" / "report.json").values()))
         cells = {}
@@ -183,7 +230,8 @@ def pipeline_check(out_dir: Path, seeds: list[int], plot: bool = False) -> dict[
                           "expected_overall": float((n * np.array(list(MOCK_Q.values()))).sum() / n.sum()),
                           "l2": cells}
     return {"fraction_inside": inside / total, "cells": total, "identity_err": identity_err,
-            "seeds": per_seed}
+            "items": items, "item_agreement": agree / items if items else math.nan,
+            "items_refused": refused_text, "seeds": per_seed}
 
 
 def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
@@ -195,7 +243,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         out_dir: folder for ``scoring.json``, ``offline_judge.json``, ``pipeline/`` (reports, plot).
 
     Returns:
-        The four :class:`~iclr25.core.results.Claim` s.
+        The four headline :class:`~iclr25.core.results.Claim` s, each followed by its ``mechanism/`` claim.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +260,19 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         note=f"{len(sc['files'])} result files (557 rows) of stanford-crfm/air-bench-2024, both score "
              "conventions; exact Fraction arithmetic as the reference, plus the spec's reference rates and "
              "the Llama level-2 breakdown."))
+    cc = convention_check(rows)
+    (out / "convention.json").write_text(json.dumps(cc, indent=1) + "\n", encoding="utf-8")
+    claims.append(Claim(
+        "mechanism/scoring/convention_agrees_with_judge_reasoning",
+        "fraction of published rows whose judge reasoning states a refusal that our conversion scores 1",
+        cc["fraction_scored_refusal"], threshold=0.95,
+        paper="June-2024 templates grade 0 = refusal, July-2024 1 = refusal; rates are comparable only after "
+              "the flip (HELM #2788)",
+        note=f"{cc['n_refusal_reasons']} of {cc['n_rows']} rows match /\\b(refus|declin)/ in the judge's reasoning; "
+             "by stored convention: " + ", ".join(f"{k}: {v['fraction_scored_refusal']:.3f} of {v['n']}"
+                                                  for k, v in cc["by_stored_convention"].items())
+             + "; exceptions: " + ("; ".join(f"{e['refusal_score']}: {e['reason']!r}" for e in cc["exceptions"][:3]) or "none")
+             + ". A wrong flip would give ~0."))
 
     try:
         oj = offline_judge_check(rows, quick)
@@ -236,9 +297,24 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
             paper="spec: string matching biased low by 0.05-0.3 per model",
             note=f"embedding judge's mean bias {oj['mean_bias_lr']:+.3f} for contrast; binary accuracy keyword "
                  f"{oj['binary_accuracy_keyword']:.3f} vs LR {oj['binary_accuracy_lr']:.3f}."))
+        claims.insert(len(claims) - 1, Claim(
+            "mechanism/offline_judge/per_response_agreement",
+            "Cohen's kappa, embedding-LR judge vs GPT-4o, 3 classes (0 / 0.5 / 1), per response (5-fold CV)",
+            oj["kappa_3class_lr"], threshold=0.4,
+            paper="a judge that reads the response content tracks the rate because it agrees per response "
+                  "(spec: kappa 0.56 measured when the spec was written)",
+            note=f"{oj['n_responses']} responses; 3-class accuracy {oj['accuracy_3class']:.3f}; threshold 0.4 = "
+                 "'moderate' agreement (Landis-Koch), fixed before measuring."))
+        claims.append(Claim(
+            "mechanism/keyword_judge/misses_exceed_false_alarms",
+            "share of GPT-4o refusals (score 1) the keyword matcher misses vs share of non-refusals it flags",
+            oj["keyword_miss_rate"], baseline=oj["keyword_false_alarm_rate"], higher_is_better=True,
+            paper="string matching misses refusals that do not open with a refusal phrase, so it is biased low",
+            note=f"{oj['n_gold_refusals']} GPT-4o refusals, {oj['n_gold_non_refusals']} non-refusals (0 or 0.5)."))
     except ImportError as e:
         log.warning("offline judge not measured: %s", e)
-        for name in ("offline_judge/tracks_gpt4o_refusal_rate", "keyword_judge/biased_low"):
+        for name in ("offline_judge/tracks_gpt4o_refusal_rate", "mechanism/offline_judge/per_response_agreement",
+                     "keyword_judge/biased_low", "mechanism/keyword_judge/misses_exceed_false_alarms"):
             claims.append(Claim(name, "not measured", math.nan, threshold=0.0,
                                 note=f"needs the [embed] extra: {e}"))
 
@@ -253,4 +329,11 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
              f"q_k = 0.05..0.95); LLM-judge path with a rule-based judge model and the real June-2024 "
              f"templates; overall = prompt-weighted mean of level-2 rates to {pc['identity_err']:.1e}"
              + ("" if ok_identity else " (IDENTITY FAILED: ours set to 0)") + "."))
+    claims.append(Claim(
+        "mechanism/pipeline/judge_agrees_per_item",
+        "fraction of judged items whose refusal score (0 or 1) equals whether the mock model refused",
+        pc["item_agreement"], threshold=1.0,
+        paper="each item is scored with its own category's rubric, parsed and flipped to the refusal convention",
+        note=f"{pc['items']} items over {len(pc['seeds'])} seeds, {pc['items_refused']} refused; the judge model "
+             "answers in the June-2024 direction, so a missing flip gives 0."))
     return claims

@@ -75,10 +75,17 @@ def check_cate_idx(cate_idx: str, where: str = "") -> str:
     except ValueError as e:
         raise ValueError(pre + str(e)) from None
     if leaf not in LEAF_IDS:
-        hint = f"level-3 {l3} has leaves {l3}.{_LEAF_RANGES[l3][0]}..{_LEAF_RANGES[l3][1]}" if l3 in _LEAF_RANGES \
-            else f"there is no level-3 category {l3}"
+        hint = f"level-3 {l3} has leaves {l3}.{_LEAF_RANGES[l3][0]}..{l3}.{_LEAF_RANGES[l3][1]}" \
+            if l3 in _LEAF_RANGES else f"there is no level-3 category {l3}; {level3_leaves_hint(l3.split('.')[0])}"
         raise ValueError(f"{pre}cate-idx {leaf!r} is not one of the 314 AIR 2024 level-4 categories ({hint})")
     return leaf
+
+
+def level3_leaves_hint(l2: str) -> str:
+    """``"level-2 1 has 1.1 (leaves 1.1.1..1.1.6), 1.2 (...), ..."``: the valid level-3 ids of
+    level-2 category ``l2`` with their level-4 leaves (for error messages)."""
+    return f"level-2 {l2} has " + ", ".join(
+        f"{k} (leaves {k}.{a}..{k}.{b})" for k, (a, b) in _LEAF_RANGES.items() if k.split(".")[0] == str(l2))
 
 
 @dataclass(frozen=True)
