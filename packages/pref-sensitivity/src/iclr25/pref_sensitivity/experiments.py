@@ -49,7 +49,9 @@ def bt_mle_experiment(
 
     Returns:
         One dict per (N, p23, seed) with keys ``n, p12, p23, seed, p12_hat, p23_hat, mle_exists,
-        p13_mle, p13_closed_form, p13_true``.
+        p13_mle, p13_closed_form, p13_true`` and the fitted score gaps ``score_gap_12 = s_dog - s_cat``,
+        ``score_gap_23 = s_cat - s_bird`` (Result 1: on a tree design they are the logits of the
+        empirical proportions).
 
     Raises:
         ValueError: probabilities outside (0, 1), ``seeds < 1`` or ``n < 1``.
@@ -77,7 +79,8 @@ def bt_mle_experiment(
                         closed = float(bt_predict(h12, h23))
                     rows.append(dict(n=int(n), p12=float(p12), p23=float(p23), seed=r, p12_hat=h12, p23_hat=h23,
                                      mle_exists=bool(exists), p13_mle=float(expit(s[0] - s[2])),
-                                     p13_closed_form=closed, p13_true=float(bt_predict(p12, p23))))
+                                     p13_closed_form=closed, p13_true=float(bt_predict(p12, p23)),
+                                     score_gap_12=float(s[0] - s[1]), score_gap_23=float(s[1] - s[2])))
     return rows
 
 
