@@ -12,7 +12,13 @@ import pytest
 
 from iclr25.air_bench import load_graded_responses
 from iclr25.air_bench import reproduce as repro_mod
-from iclr25.air_bench.reproduce import MOCK_Q, convention_check, offline_judge_check, pipeline_check, scoring_check
+from iclr25.air_bench.reproduce import (
+    MOCK_Q,
+    convention_check,
+    offline_judge_check,
+    pipeline_check,
+    scoring_check,
+)
 
 
 @pytest.mark.realdata

@@ -29,6 +29,18 @@ def adult_sex():
     return load_dataset("adult", "sex")
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs with the current directory in its own tmp_path, so a command's default output
+    folder (``runs/<slug>/<command>``, ``results/<slug>``) never lands in the checkout; a relative
+    ``ICLR25_DATA`` is made absolute first."""
+    data = os.environ.get("ICLR25_DATA")
+    if data:
+        monkeypatch.setenv("ICLR25_DATA", os.pathsep.join(os.path.abspath(x) for x in data.split(os.pathsep) if x))
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread():
     os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -12,8 +12,9 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def run(*args, check=True):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # at call time: the fixture's env
     p = subprocess.run([sys.executable, "-m", "iclr25.sw_fair_clustering", *args], capture_output=True, text=True,
-                       env=ENV, timeout=300)
+                       env=env, timeout=300)
     if check:
         assert p.returncode == 0, p.stderr
     return p
@@ -56,11 +57,20 @@ def test_lower_bound_demo(tmp_path):
     (["stream", "--dataset", "drift", "--lower", "0.1", "--upper", "1.5"], "bounds must be in [0, 1]"),
     (["stream"], "give exactly one of --dataset"),
 ])
-def test_bad_flags_exit_2_with_a_message(args, needle):
-    p = run(*args, check=False)
+def test_bad_flags_exit_2_with_a_message(args, needle, tmp_path):
+    p = run(*args, "--out", str(tmp_path / "out"), check=False)
     assert p.returncode == 2
     assert needle in (p.stderr + p.stdout)
     assert "Traceback" not in p.stderr
+    assert not (tmp_path / "out").exists()  # rejected before any output folder is made
+
+
+def test_default_output_folder_is_relative_to_the_current_directory(tmp_path):
+    """Without --out a command writes runs/<slug>/<command> under the current directory (the
+    autouse fixture puts every test's current directory in its tmp_path, never the checkout)."""
+    p = run("lower-bound-demo")
+    assert (tmp_path / "runs" / "sw-fair-clustering" / "lower-bound-demo" / "lower_bound_demo.json").is_file(), \
+        p.stdout
 
 
 def test_bad_csv_line_is_named(tmp_path):

@@ -322,7 +322,7 @@ def simulate_ridge_decomposition(
     lam_arr, _ = _as_lam(lam)
     if int(seeds) != seeds or seeds < 2:
         raise ValueError(f"seeds: the number of Monte-Carlo draws must be an integer >= 2, got {seeds!r}")
-    K, d, L = mix.K, mix.d, lam_arr.size
+    K, L = mix.K, lam_arr.size
     covs = [g.cov_matrix() for g in mix.groups]  # [d, d] each
     noise = np.array([g.noise_var for g in mix.groups])
     counts = group_counts(mix)

@@ -210,9 +210,9 @@ def run_stream(cfg: StreamConfig) -> int:
     from .sliding_window import SlidingWindowCoreset
 
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     summ_p, prog_p, q_p = out / "summary.npz", out / "progress.json", out / "queries.jsonl"
-    src = _Source(cfg)
+    src = _Source(cfg)  # validates the input first: a bad flag leaves no empty output folder behind
+    out.mkdir(parents=True, exist_ok=True)
     names = src.names
     qe = cfg.query_every or max(1, cfg.window // 5)
     if cfg.resume:
