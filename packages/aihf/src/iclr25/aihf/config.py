@@ -247,3 +247,7 @@ class DemoConfig(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (--quick: about 2 minutes on 2 cores)."""
+
+    resume: bool = False
+    """Reuse the finished sections (bandit, convergence, gridworld, tiny LM, HH) saved under OUT/sections/ by an
+    earlier run with the same settings; only the missing sections run."""
