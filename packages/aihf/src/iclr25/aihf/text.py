@@ -168,6 +168,13 @@ class PPOStep:
 
     def __init__(self, kl_coef: float = 0.05, clip: float = 0.2, ppo_epochs: int = 2, batch_size: int = 4,
                  max_new_tokens: int = 64, max_length: int = 256, generator: Any = None, seed: int = 0) -> None:
+        from .config import check_count, check_finite
+
+        check_finite("kl_coef", kl_coef, lo=0.0)
+        check_finite("clip", clip, lo=0.0, lo_open=True)
+        check_count("ppo_epochs", ppo_epochs, 1, why="0 would not update the policy")
+        check_count("batch_size", batch_size, 1)
+        check_count("max_new_tokens", max_new_tokens, 1)
         self.kl_coef, self.clip, self.ppo_epochs, self.batch_size = kl_coef, clip, ppo_epochs, batch_size
         self.max_new_tokens, self.max_length, self.generator, self.seed = max_new_tokens, max_length, generator, seed
 
@@ -293,6 +300,12 @@ def train_text(cfg: Any) -> dict:
     state = {"round": 0, "history": []}
     if cfg.resume and (out / "state.json").is_file():
         state = json.loads((out / "state.json").read_text())
+        if state["round"] > cfg.rounds:
+            raise ValueError(f"rounds={cfg.rounds}: {out} is already at round {state['round']}; --rounds is the total "
+                             f"to reach, pass more than {state['round']}")
+        if state["round"] == cfg.rounds:
+            log.warning("%s is already at round %d = rounds: nothing to train (pass a larger --rounds to continue)",
+                        out, state["round"])
     policy, tok = load_causal_lm(cfg.policy, **load_kw)
     check_context(policy, cfg.max_length, "--policy")
     reference = None
