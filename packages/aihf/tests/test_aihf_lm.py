@@ -176,3 +176,52 @@ def test_text_max_length_over_model_context_is_clean_error(tmp_path, text_files,
     assert main(argv) != 0
     err = capsys.readouterr().err
     assert "--max-length 128" in err and "Traceback" not in err
+
+
+def test_agent_samples_from_openai_compatible_endpoint():
+    """--agent-endpoint (a vLLM server) on a local stub: raw completions of the HH-format demonstration prompts,
+    the model name defaulting to --policy, HH turn markers as stop strings, a continuation that runs into the next
+    human turn cut there, an empty sample replaced (and logged)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from types import SimpleNamespace
+
+    pytest.importorskip("openai")
+    from iclr25.aihf.text import TURN_STOPS, _agent_responses
+
+    calls = []
+
+    class Stub(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            calls.append((self.path, body))
+            text = {"A": " sure\n\nHuman: and now?", "B": " fine", "C": "\n\nHuman: x"}[body["prompt"][-13]]
+            data = json.dumps({"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
+                               "choices": [{"index": 0, "finish_reason": "stop", "text": text,
+                                            "logprobs": None}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = HTTPServer(("127.0.0.1", 0), Stub)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        cfg = SimpleNamespace(agent_samples_file=None, agent_endpoint=f"http://127.0.0.1:{srv.server_port}/v1",
+                              agent_model=None, policy="my/policy", max_new_tokens=7, seed=2)
+        demos = [{"prompt": f"\n\nHuman: q{k}\n\nAssistant:", "response": "r"} for k in "ABC"]
+        out = _agent_responses(cfg, demos, None, None, 3)
+    finally:
+        srv.shutdown()
+        th.join(timeout=5)
+    assert out == [" sure", " fine", " ."]
+    assert {c[0] for c in calls} == {"/v1/completions"}
+    bodies = sorted((c[1] for c in calls), key=lambda b: b["prompt"])
+    assert [b["prompt"] for b in bodies] == [d["prompt"] for d in demos]
+    assert all(b["model"] == "my/policy" and b["max_tokens"] == 7 and b["seed"] == 2003 for b in bodies)
+    assert bodies[0]["stop"] == list(TURN_STOPS)

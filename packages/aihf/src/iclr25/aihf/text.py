@@ -34,9 +34,25 @@ import torch
 from .implicit import Encoded, batched_logprobs, implicit_epoch
 from .losses import aihf_reward_loss
 
-__all__ = ["encode_texts", "encode_pairs", "RewardModel", "PolicyStep", "PPOStep", "train_text", "load_text_data"]
+__all__ = ["encode_texts", "encode_pairs", "RewardModel", "PolicyStep", "PPOStep", "train_text", "load_text_data",
+           "cut_at_next_turn", "TURN_STOPS"]
 
 log = logging.getLogger("iclr25.aihf")
+TURN_STOPS = ("\n\nHuman:", "\n\nAssistant:", "\n\nSystem:")
+"""Turn markers of the HH text format: a sampled response ends before the next one (the authors' code stops
+generation at "Human:" / "Assistant:")."""
+
+
+def cut_at_next_turn(responses: Sequence[str]) -> tuple[list[str], int]:
+    """Cut each sampled response before the first HH turn marker (:data:`TURN_STOPS`), so an agent sample is one
+    assistant turn and never writes the next human turn. Returns ``(responses, number cut)``."""
+    out, n = [], 0
+    for r in responses:
+        cut = min((i for i in (r.find(m) for m in TURN_STOPS) if i >= 0), default=-1)
+        if cut >= 0:
+            r, n = r[:cut], n + 1
+        out.append(r)
+    return out, n
 
 
 def _ids(tok: Any, texts: Sequence[str]) -> list[list[int]]:
@@ -183,6 +199,9 @@ class PPOStep:
 
         gen = self.generator or TransformersGenerator(policy, tokenizer, batch_size=self.batch_size)
         resp = gen.generate(list(prompts), GenerationConfig(max_new_tokens=self.max_new_tokens, seed=self.seed))
+        resp, n_cut = cut_at_next_turn(resp)
+        if n_cut:
+            log.info("PPO step: %d of %d responses cut before the next HH turn marker", n_cut, len(resp))
         keep = [i for i, r in enumerate(resp) if r.strip()]
         if not keep:
             return {"ppo_samples": 0}
@@ -240,11 +259,17 @@ def _agent_responses(cfg: Any, demos: list[dict], policy, tok, round_: int) -> l
     if cfg.agent_samples_file is not None:
         return read_agent_samples(cfg.agent_samples_file, demos)
     if cfg.agent_endpoint:
-        gen = OpenAICompletionGenerator(cfg.agent_model or cfg.policy, base_url=cfg.agent_endpoint)
+        # raw continuations of the HH-format prompt the policy is trained on (deviation 10); a chat endpoint would
+        # wrap it in the server's chat template, so the samples would answer another prompt than the one scored
+        gen = OpenAICompletionGenerator(cfg.agent_model or cfg.policy, base_url=cfg.agent_endpoint,
+                                        stop=list(TURN_STOPS))
     else:
         gen = TransformersGenerator(policy, tok, batch_size=cfg.batch_size)
     out = gen.generate([d["prompt"] for d in demos],
                        GenerationConfig(max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1000 + round_))
+    out, n_cut = cut_at_next_turn(out)
+    if n_cut:
+        log.info("%d of %d agent samples cut before the next HH turn marker", n_cut, len(out))
     empty = [i + 1 for i, r in enumerate(out) if not r.strip()]
     if empty:
         log.warning("%d agent samples were empty; they are replaced by a single EOS-free space token", len(empty))
