@@ -83,8 +83,9 @@ def test_sections_saved_and_resumed(tmp_path, monkeypatch):
         return f
 
     monkeypatch.setattr(R, "_bandit", fake("bandit", b))
-    monkeypatch.setattr(R, "_converge", fake("converge", {"error": 1e-9, "theta_opt_norm": 1.0, "iters": 5,
-                                                          "lbfgs_seconds": 0.1, "loop_seconds": 0.1, "history": []}))
+    c1_conv = {"error": 1e-9, "theta_opt_norm": 1.0, "iters": 5, "lbfgs_seconds": 0.1, "loop_seconds": 0.1,
+               "history": []}
+    monkeypatch.setattr(R, "_converge", fake("converge", c1_conv))
     monkeypatch.setattr(R, "_gridworld", fake("gridworld", gw))
     monkeypatch.setattr(R, "_tinylm", fake("tinylm", lm))
     monkeypatch.setattr(R, "_hh", fake("hh", {"missing": "no mirror"}))
@@ -99,6 +100,10 @@ def test_sections_saved_and_resumed(tmp_path, monkeypatch):
     assert [(c.name, repr(c.ours), c.holds) for c in c1] == [(c.name, repr(c.ours), c.holds) for c in c2]
     md = (out / "tables.md").read_text()
     assert "w sweep" in md and "self-play" in md and "| 2048 |" in md
+    shrink = {c.name: c for c in c1}["tinylm/advantage_shrinks_with_prefs"]  # full run only (3 pair counts)
+    assert shrink.ours == shrink.baseline == 3.0 and "Self-Play-AIHF" in shrink.note  # fake: aihf - dpo = 3
+    assert "tinylm/advantage_shrinks_with_prefs" not in [c.name for c in R._claims(
+        b, c1_conv, gw, {**lm, "runs": {"32": lm["runs"]["32"]}}, {"missing": "x"}, 2, 2, 2)]
     # other settings: the saved section is not reused
     R.reproduce(False, out, seeds=(0, 2), resume=True)
     assert calls[6:] == ["bandit", "gridworld", "tinylm"]  # converge and hh do not depend on the seeds

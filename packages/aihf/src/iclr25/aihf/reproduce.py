@@ -304,6 +304,24 @@ def _claims(b: dict, conv: dict, gw: dict, lmres: dict, hh: dict, nb: int, ng: i
         claims.append(Claim(name, "mean true reward of 256 samples (32 pairs, 512 demonstrations)",
                             float(np.mean(col("aihf"))), float(np.mean(col(base))), higher_is_better=True,
                             margin=margin, paper=paper, note=note + extra + flag))
+    lm_sizes = sorted(int(k) for k in lmres["runs"])
+    if len(lm_sizes) > 1:  # full run: the spec's "with 2048 pairs, similar"
+        lo, hi = str(lm_sizes[0]), str(lm_sizes[-1])
+
+        def gap(n_p):
+            r = lmres["runs"][n_p]
+            return np.asarray([a["reward"] for a in r["aihf"]]) - np.asarray([d["reward"] for d in r["dpo"]])
+
+        g_lo, g_hi = gap(lo), gap(hi)
+        note, margin = _gap_note(f"gap AIHF-DPO - DPO at N_P = {hi}", g_hi, f"at N_P = {lo}", g_lo, lower=True, n=nl)
+        mid = "; ".join(f"N_P = {k}: {_fmt(gap(str(k)))}" for k in lm_sizes)
+        sp = "; ".join(f"N_P = {k}: Self-Play-AIHF {_fmt([r['reward'] for r in lmres['runs'][str(k)]['self-play']])}"
+                       for k in lm_sizes if "self-play" in lmres["runs"][str(k)])
+        claims.append(Claim("tinylm/advantage_shrinks_with_prefs",
+                            f"mean-true-reward gap AIHF-DPO - DPO at N_P = {hi} (vs N_P = {lo})",
+                            float(g_hi.mean()), float(g_lo.mean()), higher_is_better=False, margin=margin,
+                            paper=f"hypothesis (spec C): AIHF > DPO at {lo} pairs, similar at {hi}",
+                            note=note + f". Gap by N_P: {mid}" + (f". {sp}" if sp else "")))
     note, margin = _gap_note("AIHF-DPO", col("aihf", "implicit_accuracy"), "DPO", col("dpo", "implicit_accuracy"),
                              lower=False, n=nl)
     claims.append(Claim("mechanism/tinylm_implicit_reward_accuracy",
