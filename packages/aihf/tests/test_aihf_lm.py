@@ -225,3 +225,35 @@ def test_agent_samples_from_openai_compatible_endpoint():
     assert [b["prompt"] for b in bodies] == [d["prompt"] for d in demos]
     assert all(b["model"] == "my/policy" and b["max_tokens"] == 7 and b["seed"] == 2003 for b in bodies)
     assert bodies[0]["stop"] == list(TURN_STOPS)
+
+
+def test_text_explicit_form_with_a_plugged_policy_step(tmp_path, text_files):
+    """train_text(cfg, policy_step=...) calls your PolicyStep (e.g. a TRL wrapper) once per round after the reward
+    step, with the demonstration prompts and the learned reward; the built-in PPO step is not used."""
+    from iclr25.aihf.config import TrainConfig
+    from iclr25.aihf.text import PolicyStep, train_text
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, policy, reference, tokenizer, prompts, reward_fn, optimizer):
+            r = reward_fn(list(prompts), ["yes"] * len(prompts))
+            self.calls.append((list(prompts), tuple(r.shape), bool(torch.isfinite(r).all())))
+            return {"my_step": 1.0}
+
+    m = _tiny_model(tmp_path / "m")
+    d, p = text_files
+    kw = dict(task="text", policy=str(m), demos=d, prefs=p, max_new_tokens=3, max_length=48, lr=1e-2, rounds=2,
+              device="cpu", quiet=True)
+    rec = Recorder()
+    assert isinstance(rec, PolicyStep)
+    with pytest.raises(ValueError, match="--reward-model"):
+        train_text(TrainConfig(**kw, out=tmp_path / "o0"), policy_step=rec)
+    with pytest.raises(ValueError, match="PolicyStep"):
+        train_text(TrainConfig(**kw, reward_model=str(m), out=tmp_path / "o1"), policy_step=object())
+    train_text(TrainConfig(**kw, reward_model=str(m), out=tmp_path / "o"), policy_step=rec)
+    assert [c[0] for c in rec.calls] == [[f"Q{i}: " for i in range(4)]] * 2 and all(c[1:] == ((4,), True)
+                                                                                for c in rec.calls)
+    st = json.loads((tmp_path / "o" / "state.json").read_text())
+    assert [h["my_step"] for h in st["history"]] == [1.0, 1.0] and "ppo_samples" not in st["history"][0]

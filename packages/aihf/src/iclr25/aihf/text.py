@@ -311,10 +311,28 @@ def _accelerator(cfg):
     return Accelerator(cpu=cfg.device == "cpu")
 
 
-def train_text(cfg: Any) -> dict:
+def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
     """Train AIHF on text (``cfg``: :class:`~iclr25.aihf.config.TrainConfig` with ``task="text"``); writes the policy
     (``<out>/policy``, PEFT adapter when LoRA), the reward model (explicit form), ``state.json`` / ``optimizer.pt``
-    (``--resume``) and returns the metrics."""
+    (``--resume``) and returns the metrics.
+
+    Args:
+        cfg: the train config.
+        policy_step: the explicit form's policy step (a :class:`PolicyStep`, e.g. a wrapper around a TRL trainer),
+            called once per round after the reward step; default the built-in :class:`PPOStep` (``cfg.policy_step
+            = "ppo"``) or none (``"none"``).
+
+    Raises:
+        ValueError: ``policy_step`` is not a :class:`PolicyStep`, or is given for the implicit form (no
+            ``cfg.reward_model``), where the policy is trained directly.
+    """
+    if policy_step is not None:
+        if not isinstance(policy_step, PolicyStep):
+            raise ValueError(f"policy_step must be callable as PolicyStep(policy, reference, tokenizer, prompts, "
+                             f"reward_fn, optimizer), got {type(policy_step).__name__}")
+        if not cfg.reward_model:
+            raise ValueError("policy_step is the explicit form's policy step: give --reward-model (the implicit form "
+                             "trains the policy directly)")
     from iclr25.core.lm import load_causal_lm
 
     out = Path(cfg.out)
@@ -400,16 +418,17 @@ def train_text(cfg: Any) -> dict:
             rec["loss"] = float(np.mean(losses))
         else:  # explicit form: reward step(s), then the policy step
             rec["reward_loss"] = _reward_epoch(rm, rm_opt, cfg, demo_enc, agents, chosen, rejected, rng)
-            if cfg.policy_step == "ppo":
-                step = PPOStep(kl_coef=cfg.kl_coef, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                               max_length=cfg.max_length, seed=cfg.seed + rnd)
+            if policy_step is not None or cfg.policy_step == "ppo":
+                step = policy_step if policy_step is not None else PPOStep(
+                    kl_coef=cfg.kl_coef, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
+                    max_length=cfg.max_length, seed=cfg.seed + rnd)
                 prompts = [d["prompt"] for d in demos] or [p["prompt"] for p in prefs]
 
                 def reward_fn(ps, rs):
                     with torch.no_grad():
                         return rm.score(encode_texts(tok, ps, rs, cfg.max_length), cfg.batch_size)
 
-                rec.update(step(_unwrap(policy, acc), ref_logps, tok, prompts, reward_fn, opt))
+                rec.update(step(_unwrap(policy, acc), ref_logps, tok, prompts, reward_fn, opt) or {})
         rec["seconds"] = time.perf_counter() - t0
         state["history"].append(rec)
         state["round"] = rnd + 1
