@@ -82,6 +82,23 @@ def test_demo(capsys, tmp_path):
     (["train", "--task", "text", "--policy", "/nonexistent/model", "--demos", "DEMOS", "--prefs", "PREFS"],
      "no such folder"),
     (["evaluate", "--run", "/nonexistent/run"], "not a train run folder"),
+    # zero / negative counts used to train nothing silently (issue 22 review): each is an error naming its field
+    (["train", "--iters", "0"], "iters must be an integer >= 1, got 0"),
+    (["train", "--iters", "-5"], "iters must be an integer >= 1"),
+    (["train", "--policy-steps", "-1"], "policy_steps must be an integer >= 0"),
+    (["train", "--task", "tinylm", "--rounds", "0"], "rounds must be an integer >= 1"),
+    (["train", "--task", "tinylm", "--epochs", "0"], "epochs must be an integer >= 1"),
+    (["train", "--task", "tinylm", "--method", "sft", "--sft-epochs", "0"], "sft_epochs must be an integer >= 1"),
+    (["train", "--n-pref", "-1"], "n_pref must be an integer >= 0"),
+    (["train", "--n-demo", "0"], "n_demo must be an integer >= 1"),
+    (["train", "--pref-batch", "0"], "pref_batch must be an integer >= 1"),
+    (["train", "--checkpoint-every", "0"], "checkpoint_every"),
+    (["train", "--task", "text", "--policy", "m", "--batch-size", "0"], "batch_size must be an integer >= 1"),
+    (["train", "--task", "text", "--policy", "m", "--grad-accum", "0"], "grad_accum must be an integer >= 1"),
+    (["train", "--task", "text", "--policy", "m", "--max-new-tokens", "0"], "max_new_tokens"),
+    (["train", "--task", "text", "--policy", "m", "--lora-r", "-2"], "lora_r must be an integer >= 0"),
+    (["train", "--n-pref", "0"], "needs preference pairs"),  # AIHF w = 0.5 with no pairs
+    (["demo", "--n-pref", "0"], "n_pref must be an integer >= 1"),
 ])
 def test_bad_input_exit_code_2(argv, msg, tmp_path, capsys):
     (tmp_path / "d.jsonl").write_text('{"prompt": "p", "response": "r"}\n')
@@ -126,6 +143,8 @@ def test_resume_refuses_other_settings_and_corrupt_checkpoint(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "w=0.5 -> 0.9" in err and "Traceback" not in err
     assert main([*base, "--iters", "40", "--resume"]) == 0  # the horizon may change
+    assert main([*base, "--iters", "20", "--resume"]) == 2  # fewer than done: an error, not a silent no-op
+    assert "already at iteration 40" in capsys.readouterr().err
     ck = out / "checkpoint.pt"
     ck.write_bytes(ck.read_bytes()[:100])
     capsys.readouterr()

@@ -176,3 +176,84 @@ def test_text_max_length_over_model_context_is_clean_error(tmp_path, text_files,
     assert main(argv) != 0
     err = capsys.readouterr().err
     assert "--max-length 128" in err and "Traceback" not in err
+
+
+def test_agent_samples_from_openai_compatible_endpoint():
+    """--agent-endpoint (a vLLM server) on a local stub: raw completions of the HH-format demonstration prompts,
+    the model name defaulting to --policy, HH turn markers as stop strings, a continuation that runs into the next
+    human turn cut there, an empty sample replaced (and logged)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from types import SimpleNamespace
+
+    pytest.importorskip("openai")
+    from iclr25.aihf.text import TURN_STOPS, _agent_responses
+
+    calls = []
+
+    class Stub(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            calls.append((self.path, body))
+            text = {"A": " sure\n\nHuman: and now?", "B": " fine", "C": "\n\nHuman: x"}[body["prompt"][-13]]
+            data = json.dumps({"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
+                               "choices": [{"index": 0, "finish_reason": "stop", "text": text,
+                                            "logprobs": None}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = HTTPServer(("127.0.0.1", 0), Stub)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        cfg = SimpleNamespace(agent_samples_file=None, agent_endpoint=f"http://127.0.0.1:{srv.server_port}/v1",
+                              agent_model=None, policy="my/policy", max_new_tokens=7, seed=2)
+        demos = [{"prompt": f"\n\nHuman: q{k}\n\nAssistant:", "response": "r"} for k in "ABC"]
+        out = _agent_responses(cfg, demos, None, None, 3)
+    finally:
+        srv.shutdown()
+        th.join(timeout=5)
+    assert out == [" sure", " fine", " ."]
+    assert {c[0] for c in calls} == {"/v1/completions"}
+    bodies = sorted((c[1] for c in calls), key=lambda b: b["prompt"])
+    assert [b["prompt"] for b in bodies] == [d["prompt"] for d in demos]
+    assert all(b["model"] == "my/policy" and b["max_tokens"] == 7 and b["seed"] == 2003 for b in bodies)
+    assert bodies[0]["stop"] == list(TURN_STOPS)
+
+
+def test_text_explicit_form_with_a_plugged_policy_step(tmp_path, text_files):
+    """train_text(cfg, policy_step=...) calls your PolicyStep (e.g. a TRL wrapper) once per round after the reward
+    step, with the demonstration prompts and the learned reward; the built-in PPO step is not used."""
+    from iclr25.aihf.config import TrainConfig
+    from iclr25.aihf.text import PolicyStep, train_text
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, policy, reference, tokenizer, prompts, reward_fn, optimizer):
+            r = reward_fn(list(prompts), ["yes"] * len(prompts))
+            self.calls.append((list(prompts), tuple(r.shape), bool(torch.isfinite(r).all())))
+            return {"my_step": 1.0}
+
+    m = _tiny_model(tmp_path / "m")
+    d, p = text_files
+    kw = dict(task="text", policy=str(m), demos=d, prefs=p, max_new_tokens=3, max_length=48, lr=1e-2, rounds=2,
+              device="cpu", quiet=True)
+    rec = Recorder()
+    assert isinstance(rec, PolicyStep)
+    with pytest.raises(ValueError, match="--reward-model"):
+        train_text(TrainConfig(**kw, out=tmp_path / "o0"), policy_step=rec)
+    with pytest.raises(ValueError, match="PolicyStep"):
+        train_text(TrainConfig(**kw, reward_model=str(m), out=tmp_path / "o1"), policy_step=object())
+    train_text(TrainConfig(**kw, reward_model=str(m), out=tmp_path / "o"), policy_step=rec)
+    assert [c[0] for c in rec.calls] == [[f"Q{i}: " for i in range(4)]] * 2 and all(c[1:] == ((4,), True)
+                                                                                for c in rec.calls)
+    st = json.loads((tmp_path / "o" / "state.json").read_text())
+    assert [h["my_step"] for h in st["history"]] == [1.0, 1.0] and "ppo_samples" not in st["history"][0]

@@ -63,3 +63,47 @@ def test_quick_reproduction_end_to_end(tmp_path):
     if checker.is_file():
         c = subprocess.run([sys.executable, str(checker), str(out), "aihf"], capture_output=True, text=True)
         assert c.returncode == 0, c.stdout[-2000:] + c.stderr[-2000:]
+
+
+def test_sections_saved_and_resumed(tmp_path, monkeypatch):
+    """Each finished section is saved at once; --resume reuses those with the same settings, reruns the others;
+    the full run's table/claim layout (every N_P, the w sweep, Self-Play-AIHF) goes through the builders."""
+    calls = []
+    b = R._bandit((0, 1), (10, 1000), (1000,), (0.0, 0.5), _ident)
+    gw = R._gridworld((0, 1), (5,), _ident)
+    rec = {"reward": 1.0, "kl": 0.5, "implicit_accuracy": 0.6}
+    lm = {"runs": {n: {m: [dict(rec, reward=1.0 + i + j) for j in range(2)]
+                       for i, m in enumerate(("dpo", "sft", "sft-dpo", "aihf", "self-play"))}
+                   for n in ("32", "128", "2048")}, "demo_reward": [2.0, 2.1], "reference": {"reward": 1.0}}
+
+    def fake(name, value):
+        def f(*a, **k):
+            calls.append(name)
+            return value
+        return f
+
+    monkeypatch.setattr(R, "_bandit", fake("bandit", b))
+    c1_conv = {"error": 1e-9, "theta_opt_norm": 1.0, "iters": 5, "lbfgs_seconds": 0.1, "loop_seconds": 0.1,
+               "history": []}
+    monkeypatch.setattr(R, "_converge", fake("converge", c1_conv))
+    monkeypatch.setattr(R, "_gridworld", fake("gridworld", gw))
+    monkeypatch.setattr(R, "_tinylm", fake("tinylm", lm))
+    monkeypatch.setattr(R, "_hh", fake("hh", {"missing": "no mirror"}))
+    out = tmp_path / "r"
+    c1 = R.reproduce(False, out, seeds=(0, 1))
+    assert calls == ["bandit", "converge", "gridworld", "tinylm", "hh"]
+    assert sorted(p.name for p in (out / "sections").iterdir()) == [
+        "bandit.json", "converge.json", "gridworld.json", "hh.json", "tinylm.json"]
+    (out / "sections" / "tinylm.json").unlink()
+    c2 = R.reproduce(False, out, seeds=(0, 1), resume=True)
+    assert calls[5:] == ["tinylm"]
+    assert [(c.name, repr(c.ours), c.holds) for c in c1] == [(c.name, repr(c.ours), c.holds) for c in c2]
+    md = (out / "tables.md").read_text()
+    assert "w sweep" in md and "self-play" in md and "| 2048 |" in md
+    shrink = {c.name: c for c in c1}["tinylm/advantage_shrinks_with_prefs"]  # full run only (3 pair counts)
+    assert shrink.ours == shrink.baseline == 3.0 and "Self-Play-AIHF" in shrink.note  # fake: aihf - dpo = 3
+    assert "tinylm/advantage_shrinks_with_prefs" not in [c.name for c in R._claims(
+        b, c1_conv, gw, {**lm, "runs": {"32": lm["runs"]["32"]}}, {"missing": "x"}, 2, 2, 2)]
+    # other settings: the saved section is not reused
+    R.reproduce(False, out, seeds=(0, 2), resume=True)
+    assert calls[6:] == ["bandit", "gridworld", "tinylm"]  # converge and hh do not depend on the seeds

@@ -88,6 +88,53 @@ def test_weighted_term_needs_data():
         aihf_reward_loss(torch.zeros(2), torch.zeros(2), None, None, w=0.5)
 
 
+def test_zero_or_negative_counts_are_errors_naming_the_field():
+    """Issue 22 review: --iters 0 (and other zero counts) trained nothing silently."""
+    from iclr25.aihf import TinyLMConfig
+    from iclr25.aihf.config import check_count
+    from iclr25.aihf.text import PPOStep
+    from iclr25.aihf.tinylm import train_aihf_dpo
+
+    for kw, field in (({"iters": 0}, "iters"), ({"iters": -1}, "iters"), ({"policy_steps": -1}, "policy_steps"),
+                      ({"agent_samples": -2}, "agent_samples"), ({"demo_batch": 0}, "demo_batch")):
+        with pytest.raises(ValueError, match=f"^{field} must be an integer"):
+            AIHFConfig(**kw)
+    for field in ("rounds", "epochs", "sft_epochs", "lm_batch", "n_eval"):
+        with pytest.raises(ValueError, match=f"^{field} must be an integer >= 1, got 0"):
+            TinyLMConfig(**{field: 0})
+    for kw, field in (({"ppo_epochs": 0}, "ppo_epochs"), ({"batch_size": 0}, "batch_size"),
+                      ({"max_new_tokens": 0}, "max_new_tokens"), ({"clip": 0.0}, "clip")):
+        with pytest.raises(ValueError, match=field):
+            PPOStep(**kw)
+    with pytest.raises(ValueError, match="rounds must be an integer >= 1"):
+        train_aihf_dpo(None, None, rounds=0)  # checked before anything is built
+    with pytest.raises(ValueError, match="got True"):
+        check_count("iters", True)
+    AIHFConfig(iters=1, policy_steps=0, agent_samples=0)  # 0 policy steps / agent samples are meaningful
+
+
+def test_bandit_policy_steps_zero_is_the_exact_lower_level():
+    """policy_steps = 0 used to run one mirror step silently on the bandit; it is the soft-optimal policy now."""
+    task = BanditTask.random(10, 4, 3, seed=3)
+    theta = torch.randn(3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    state = task.policy_init()
+    expected = torch.log_softmax(task.log_pi_ref + task.features @ theta / task.beta, -1)  # independent closed form
+    assert torch.allclose(task.policy_step(state, theta, 0, 0.5)["log_pi"], expected, atol=1e-12)
+    one = task.policy_step(state, theta, 1, 0.5)["log_pi"]
+    assert (one - expected).abs().max() > 1e-3  # one mirror step with eta = 0.5 is not there yet
+
+
+def test_implicit_epoch_weighted_term_needs_data():
+    from iclr25.aihf.implicit import implicit_epoch
+
+    kw = dict(agents=None, demo_old=None, agent_old=None, rejected=None, ref_chosen=None, ref_rejected=None,
+              batch_size=4, rng=np.random.default_rng(0), pad_id=0)
+    with pytest.raises(ValueError, match="no demonstrations"):
+        implicit_epoch(None, None, w=0.5, beta=0.5, demos=None, chosen=None, **kw)
+    with pytest.raises(ValueError, match="no preference pairs"):
+        implicit_epoch(None, None, w=0.0, beta=0.5, demos=None, chosen=None, **kw)
+
+
 # ------------------------------------------------------------------------------------------------------ losses
 def test_implicit_loss_closed_form_and_dpo_special_case():
     from iclr25.core.lm import dpo_loss

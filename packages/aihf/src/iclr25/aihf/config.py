@@ -15,7 +15,7 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = ["AIHFConfig", "TinyLMConfig", "TextOptions", "TrainConfig", "EvaluateConfig", "DemoConfig",
-           "ReproduceConfig", "check_finite"]
+           "ReproduceConfig", "check_finite", "check_count"]
 
 
 def check_finite(name: str, value: float, *, lo: float | None = None, hi: float | None = None,
@@ -27,6 +27,13 @@ def check_finite(name: str, value: float, *, lo: float | None = None, hi: float 
         raise ValueError(f"{name}={value} must be {'>' if lo_open else '>='} {lo}")
     if hi is not None and (value >= hi if hi_open else value > hi):
         raise ValueError(f"{name}={value} must be {'<' if hi_open else '<='} {hi}")
+
+
+def check_count(name: str, value: int, lo: int = 1, *, why: str = "") -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is an integer ``>= lo`` (``why`` says what a smaller
+    value would do, e.g. "0 would train nothing")."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}" + (f" ({why})" if why else ""))
 
 
 @dataclass(kw_only=True)
@@ -50,9 +57,10 @@ class AIHFConfig:
     """Mirror-step size eta in (0, 1] of the tabular policy step (bandit); 1 = jump to the soft-optimal policy."""
     policy_steps: int = 1
     """K: policy-update steps per outer iteration (bandit: mirror steps; gridworld: warm-started soft Bellman
-    backups, 0 = solve soft value iteration to convergence)."""
+    backups); 0 = the exact lower level (bandit: the soft-optimal policy itself; gridworld: soft value iteration
+    to convergence)."""
     iters: int = 150
-    """T: outer iterations of the single loop."""
+    """T: outer iterations of the single loop (>= 1; with --resume, the total to reach)."""
     l2: float = 1e-4
     """L2 coefficient lambda on the reward parameters (lambda * ||theta||^2 is added to the minimised loss)."""
     demo_loss: Literal["irl", "logistic"] = "irl"
@@ -75,15 +83,13 @@ class AIHFConfig:
         check_finite("reward_lr", self.reward_lr, lo=0.0, lo_open=True)
         check_finite("policy_lr", self.policy_lr, lo=0.0, hi=1.0, lo_open=True)
         check_finite("l2", self.l2, lo=0.0)
-        for name in ("policy_steps", "agent_samples"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
-        if self.iters < 0:
-            raise ValueError(f"iters must be >= 0, got {self.iters}")
+        check_count("policy_steps", self.policy_steps, 0)
+        check_count("agent_samples", self.agent_samples, 0)
+        check_count("iters", self.iters, 1, why="T outer iterations; 0 would train nothing")
         for name in ("pref_batch", "demo_batch"):
             v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1 (or None for all), got {v}")
+            if v is not None:
+                check_count(name, v, 1, why="or None for all")
         if self.demo_loss not in ("irl", "logistic"):
             raise ValueError(f"demo_loss must be 'irl' or 'logistic', got {self.demo_loss!r}")
         if self.weighting not in ("mean", "per_pair"):
@@ -108,7 +114,7 @@ class TinyLMConfig:
     """Reference of the demonstration term: 'aihf-dpo' = pi_ref (the initial model); 'self-play' = pi_old, the
     iterate at the start of the round (Self-Play-AIHF). Agent samples come from pi_old in both."""
     sft_epochs: int = 3
-    """SFT epochs on the demonstrations (the SFT and SFT->DPO baselines)."""
+    """SFT epochs on the demonstrations (the SFT and SFT->DPO baselines; >= 1)."""
     n_eval: int = 256
     """Samples drawn to measure mean true reward and KL to pi_ref."""
     vocab: int = 24
@@ -121,11 +127,9 @@ class TinyLMConfig:
     """Distinct one-token prompts."""
 
     def __post_init__(self) -> None:
-        for name in ("rounds", "epochs", "lm_batch", "n_eval", "vocab", "n_good", "length", "n_prompts"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.sft_epochs < 0:
-            raise ValueError(f"sft_epochs must be >= 0, got {self.sft_epochs}")
+        for name in ("rounds", "epochs", "sft_epochs", "lm_batch", "n_eval", "vocab", "n_good", "length", "n_prompts"):
+            check_count(name, getattr(self, name), 1, why="0 would train or measure nothing" if name in (
+                "rounds", "epochs", "sft_epochs", "n_eval") else "")
         if self.n_good >= self.vocab:
             raise ValueError(f"n_good={self.n_good} must be < vocab={self.vocab}")
         check_finite("lm_lr", self.lm_lr, lo=0.0, lo_open=True)
@@ -189,6 +193,16 @@ class TextOptions:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass."""
 
+    def __post_init__(self) -> None:
+        check_count("max_length", self.max_length, 2, why="a prompt token and a response token")
+        check_count("max_new_tokens", self.max_new_tokens, 1, why="0 would make empty agent samples")
+        check_count("lora_r", self.lora_r, 0, why="0 = full fine-tuning")
+        check_count("lora_alpha", self.lora_alpha, 1)
+        check_count("batch_size", self.batch_size, 1)
+        check_count("grad_accum", self.grad_accum, 1, why="1 = no accumulation")
+        if self.max_pairs is not None:
+            check_count("max_pairs", self.max_pairs, 1, why="or None for all")
+
 
 @dataclass(kw_only=True)
 class TrainConfig(CommonOptions, SeedOption, AIHFConfig, TinyLMConfig, TextOptions):
@@ -202,7 +216,7 @@ class TrainConfig(CommonOptions, SeedOption, AIHFConfig, TinyLMConfig, TextOptio
     n_demo: int | None = None
     """Demonstrations (default: bandit 400, gridworld 20 trajectories, tinylm 512)."""
     n_pref: int = 10
-    """Preference pairs N_P."""
+    """Preference pairs N_P (0 only for methods without a preference term: --method irl|sft, or --w 1)."""
     biased_demos: bool = False
     """Demonstrations from theta_E = theta* + 0.7 noise instead of the optimal policy (bandit)."""
     resume: bool = False
@@ -213,16 +227,13 @@ class TrainConfig(CommonOptions, SeedOption, AIHFConfig, TinyLMConfig, TextOptio
     def __post_init__(self) -> None:
         AIHFConfig.__post_init__(self)
         TinyLMConfig.__post_init__(self)
-        if self.n_pref < 0:
-            raise ValueError(f"n_pref must be >= 0, got {self.n_pref}")
-        if self.n_demo is not None and self.n_demo < 1:
-            raise ValueError(f"n_demo must be >= 1, got {self.n_demo}")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        TextOptions.__post_init__(self)
+        check_count("n_pref", self.n_pref, 0)
+        if self.n_demo is not None:
+            check_count("n_demo", self.n_demo, 1, why="or None for the task's default")
+        check_count("checkpoint_every", self.checkpoint_every, 1)
         check_finite("lr", self.lr, lo=0.0, lo_open=True)
         check_finite("kl_coef", self.kl_coef, lo=0.0)
-        if self.max_pairs is not None and self.max_pairs < 1:
-            raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
         if self.task == "text" and self.policy is None:
             raise ValueError("--task text needs --policy (a local model folder or a Hugging Face id)")
 
@@ -243,7 +254,14 @@ class DemoConfig(CommonOptions, SeedOption):
     n_pref: int = 10
     """Preference pairs."""
 
+    def __post_init__(self) -> None:
+        check_count("n_pref", self.n_pref, 1, why="RLHF and AIHF need preference pairs")
+
 
 @dataclass(kw_only=True)
 class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (--quick: about 2 minutes on 2 cores)."""
+
+    resume: bool = False
+    """Reuse the finished sections (bandit, convergence, gridworld, tiny LM, HH) saved under OUT/sections/ by an
+    earlier run with the same settings; only the missing sections run."""

@@ -96,10 +96,17 @@ def implicit_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, 
     All four kinds of sequences of a step go through the model in one forward pass.
 
     Raises:
-        ValueError: a NaN/inf loss (from ``aihf_implicit_loss``), missing cached log-probs for a weighted term.
+        ValueError: a NaN/inf loss (from ``aihf_implicit_loss``), no data or missing cached log-probs for a weighted
+            term.
     """
     use_demo = w > 0 and demos is not None and len(demos) > 0
     use_pref = w < 1 and chosen is not None and len(chosen) > 0
+    if w > 0 and not use_demo:
+        raise ValueError(f"w={w} > 0 weights the demonstration term, but there are no demonstrations (use w = 0 for "
+                         "preferences only)")
+    if w < 1 and not use_pref:
+        raise ValueError(f"w={w} < 1 weights the preference term, but there are no preference pairs (use w = 1 for "
+                         "demonstrations only)")
     n_demo = len(demos) if use_demo else 0
     n_pref = len(chosen) if use_pref else 0
     main = n_demo if use_demo else n_pref

@@ -304,6 +304,24 @@ def _claims(b: dict, conv: dict, gw: dict, lmres: dict, hh: dict, nb: int, ng: i
         claims.append(Claim(name, "mean true reward of 256 samples (32 pairs, 512 demonstrations)",
                             float(np.mean(col("aihf"))), float(np.mean(col(base))), higher_is_better=True,
                             margin=margin, paper=paper, note=note + extra + flag))
+    lm_sizes = sorted(int(k) for k in lmres["runs"])
+    if len(lm_sizes) > 1:  # full run: the spec's "with 2048 pairs, similar"
+        lo, hi = str(lm_sizes[0]), str(lm_sizes[-1])
+
+        def gap(n_p):
+            r = lmres["runs"][n_p]
+            return np.asarray([a["reward"] for a in r["aihf"]]) - np.asarray([d["reward"] for d in r["dpo"]])
+
+        g_lo, g_hi = gap(lo), gap(hi)
+        note, margin = _gap_note(f"gap AIHF-DPO - DPO at N_P = {hi}", g_hi, f"at N_P = {lo}", g_lo, lower=True, n=nl)
+        mid = "; ".join(f"N_P = {k}: {_fmt(gap(str(k)))}" for k in lm_sizes)
+        sp = "; ".join(f"N_P = {k}: Self-Play-AIHF {_fmt([r['reward'] for r in lmres['runs'][str(k)]['self-play']])}"
+                       for k in lm_sizes if "self-play" in lmres["runs"][str(k)])
+        claims.append(Claim("tinylm/advantage_shrinks_with_prefs",
+                            f"mean-true-reward gap AIHF-DPO - DPO at N_P = {hi} (vs N_P = {lo})",
+                            float(g_hi.mean()), float(g_lo.mean()), higher_is_better=False, margin=margin,
+                            paper=f"hypothesis (spec C): AIHF > DPO at {lo} pairs, similar at {hi}",
+                            note=note + f". Gap by N_P: {mid}" + (f". {sp}" if sp else "")))
     note, margin = _gap_note("AIHF-DPO", col("aihf", "implicit_accuracy"), "DPO", col("dpo", "implicit_accuracy"),
                              lower=False, n=nl)
     claims.append(Claim("mechanism/tinylm_implicit_reward_accuracy",
@@ -382,15 +400,44 @@ def _plot(b: dict, out: Path) -> None:
     plt.close(fig)
 
 
+def _section(out: Path, name: str, key: dict, resume: bool, times: dict, fn):
+    """Run one section, or with ``resume`` load it from ``out/sections/<name>.json`` when its settings match.
+
+    Every finished section is written there at once (atomically), so a crash later does not cost the earlier ones.
+    """
+    path = out / "sections" / f"{name}.json"
+    if resume and path.exists():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == key:
+            log.info("section %s: reusing %s (--resume)", name, path)
+            times[name] = saved["seconds"]
+            return saved["result"]
+        log.warning("section %s: %s was written with other settings; running it again", name, path)
+    t = time.perf_counter()
+    res = fn()
+    times[name] = time.perf_counter() - t
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"key": key, "seconds": times[name], "result": res}, default=float) + "\n")
+    tmp.replace(path)
+    log.info("section %s done in %.1f s (saved to %s)", name, times[name], path)
+    # the JSON round trip (str keys, floats) is what a resumed run sees; use it in this run too
+    return json.loads(path.read_text())["result"]
+
+
 def reproduce(quick: bool = True, out_dir: str | Path = "results/aihf", *, seeds=None,
-              device: str = "auto") -> list[Claim]:
+              device: str = "auto", resume: bool = False) -> list[Claim]:
     """Run the CPU-scale reproduction and return its claims (see the module docstring).
 
     Args:
         quick: the quick run (about 2 minutes on 2 cores) instead of the full one (about 20-30 minutes).
-        out_dir: where ``details.json``, ``tables.md`` and the plot go.
+        out_dir: where ``details.json``, ``tables.md``, the plot and ``sections/*.json`` go.
         seeds: override every section's seeds (default: quick 5/2/2, full 10/4/5 for bandit/gridworld/tiny LM).
         device: accepted for the shared CLI; the CPU-scale tasks run on CPU with one torch thread.
+        resume: reuse sections finished by an earlier run into ``out_dir`` with the same settings.
+
+    Raises:
+        ValueError: fewer than 2 seeds.
     """
     import torch
 
@@ -405,27 +452,25 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/aihf", *, seeds
         st.update(bandit_seeds=seeds, grid_seeds=seeds, lm_seeds=seeds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    times = {}
+    times: dict = {}
+    jst = {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()}
+
+    def key(*names):
+        return {n: jst[n] for n in names}
+
     with limited_threads(1):  # tiny tensors: more threads only add overhead (spec)
         torch.set_num_threads(1)
-        t = time.perf_counter()
-        b = _bandit(st["bandit_seeds"], st["bandit_np"], st["biased_np"], st["w_sweep"], progress)
-        times["bandit"] = time.perf_counter() - t
-        t = time.perf_counter()
-        conv = _converge(st["converge_iters"])
-        times["converge"] = time.perf_counter() - t
-        t = time.perf_counter()
-        gw = _gridworld(st["grid_seeds"], st["grid_np"], progress)
-        times["gridworld"] = time.perf_counter() - t
-        t = time.perf_counter()
-        lmres = _tinylm(st["lm_seeds"], st["lm_np"], st["lm_methods"], progress)
-        times["tinylm"] = time.perf_counter() - t
-        t = time.perf_counter()
-        hh = _hh(st["hh_round_pairs"])
-        times["hh"] = time.perf_counter() - t
+        b = _section(out, "bandit", key("bandit_seeds", "bandit_np", "biased_np", "w_sweep"), resume, times,
+                     lambda: _bandit(st["bandit_seeds"], st["bandit_np"], st["biased_np"], st["w_sweep"], progress))
+        conv = _section(out, "converge", key("converge_iters"), resume, times, lambda: _converge(st["converge_iters"]))
+        gw = _section(out, "gridworld", key("grid_seeds", "grid_np"), resume, times,
+                      lambda: _gridworld(st["grid_seeds"], st["grid_np"], progress))
+        lmres = _section(out, "tinylm", key("lm_seeds", "lm_np", "lm_methods"), resume, times,
+                         lambda: _tinylm(st["lm_seeds"], st["lm_np"], st["lm_methods"], progress))
+        hh = _section(out, "hh", key("hh_round_pairs"), resume, times, lambda: _hh(st["hh_round_pairs"]))
     claims = _claims(b, conv, gw, lmres, hh, len(st["bandit_seeds"]), len(st["grid_seeds"]), len(st["lm_seeds"]))
-    details = {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()}, "seconds": times,
-               "bandit": b, "converge": conv, "gridworld": gw, "tinylm": lmres, "hh": hh}
+    details = {"settings": jst, "seconds": times, "bandit": b, "converge": conv, "gridworld": gw, "tinylm": lmres,
+               "hh": hh}
     (out / "details.json").write_text(json.dumps(details, indent=1, default=float) + "\n")
     (out / "tables.md").write_text(_tables(b, conv, gw, lmres))
     _plot(b, out)

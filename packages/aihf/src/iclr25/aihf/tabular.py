@@ -83,7 +83,8 @@ def train_aihf(task: BanditTask | GridworldMDP, demos: Any, prefs: Any, config: 
 
     Raises:
         ValueError: ``config.beta`` differs from the task's ``beta`` (the lower level is the task's), a weighted term
-            without data, the logistic demo loss with exact expectations on an MDP, NaN rewards or losses.
+            without data, the logistic demo loss with exact expectations on an MDP, NaN rewards or losses, a
+            ``resume`` state already past ``config.iters``.
     """
     from iclr25.core.progress import progress as bar
 
@@ -113,6 +114,12 @@ def train_aihf(task: BanditTask | GridworldMDP, demos: Any, prefs: Any, config: 
         opt.update(dict(resume["optimizer"]))
         policy = dict(resume["policy"])
         start = int(resume["iteration"])
+        if start > config.iters:
+            raise ValueError(f"iters={config.iters}: the checkpoint is already at iteration {start}; --iters is the "
+                             f"total to reach, pass more than {start}")
+        if start == config.iters:
+            log.warning("the checkpoint is already at iteration %d = iters: nothing to train (pass a larger --iters "
+                        "to continue)", start)
         rng.bit_generator.state = resume["rng"]
         history = list(resume.get("history", []))
 

@@ -169,10 +169,13 @@ class BanditTask:
         return {"log_pi": self.log_pi_ref.clone()}
 
     def policy_step(self, state: dict, theta: torch.Tensor, steps: int, eta: float) -> dict:
-        """``steps`` mirror steps toward the soft-optimal policy of ``theta`` (spec "Algorithm", 2.1)."""
+        """``steps`` mirror steps toward the soft-optimal policy of ``theta`` (spec "Algorithm", 2.1); ``steps = 0``
+        is the exact lower level (the soft-optimal policy itself)."""
         target = self.optimal_log_policy(theta)
+        if steps == 0:
+            return {"log_pi": target}
         lp = state["log_pi"]
-        for _ in range(max(steps, 1)):
+        for _ in range(steps):
             lp = mirror_step(lp, target, eta)
         return {"log_pi": lp}
 

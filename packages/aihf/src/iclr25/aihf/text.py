@@ -34,9 +34,25 @@ import torch
 from .implicit import Encoded, batched_logprobs, implicit_epoch
 from .losses import aihf_reward_loss
 
-__all__ = ["encode_texts", "encode_pairs", "RewardModel", "PolicyStep", "PPOStep", "train_text", "load_text_data"]
+__all__ = ["encode_texts", "encode_pairs", "RewardModel", "PolicyStep", "PPOStep", "train_text", "load_text_data",
+           "cut_at_next_turn", "TURN_STOPS"]
 
 log = logging.getLogger("iclr25.aihf")
+TURN_STOPS = ("\n\nHuman:", "\n\nAssistant:", "\n\nSystem:")
+"""Turn markers of the HH text format: a sampled response ends before the next one (the authors' code stops
+generation at "Human:" / "Assistant:")."""
+
+
+def cut_at_next_turn(responses: Sequence[str]) -> tuple[list[str], int]:
+    """Cut each sampled response before the first HH turn marker (:data:`TURN_STOPS`), so an agent sample is one
+    assistant turn and never writes the next human turn. Returns ``(responses, number cut)``."""
+    out, n = [], 0
+    for r in responses:
+        cut = min((i for i in (r.find(m) for m in TURN_STOPS) if i >= 0), default=-1)
+        if cut >= 0:
+            r, n = r[:cut], n + 1
+        out.append(r)
+    return out, n
 
 
 def _ids(tok: Any, texts: Sequence[str]) -> list[list[int]]:
@@ -168,6 +184,13 @@ class PPOStep:
 
     def __init__(self, kl_coef: float = 0.05, clip: float = 0.2, ppo_epochs: int = 2, batch_size: int = 4,
                  max_new_tokens: int = 64, max_length: int = 256, generator: Any = None, seed: int = 0) -> None:
+        from .config import check_count, check_finite
+
+        check_finite("kl_coef", kl_coef, lo=0.0)
+        check_finite("clip", clip, lo=0.0, lo_open=True)
+        check_count("ppo_epochs", ppo_epochs, 1, why="0 would not update the policy")
+        check_count("batch_size", batch_size, 1)
+        check_count("max_new_tokens", max_new_tokens, 1)
         self.kl_coef, self.clip, self.ppo_epochs, self.batch_size = kl_coef, clip, ppo_epochs, batch_size
         self.max_new_tokens, self.max_length, self.generator, self.seed = max_new_tokens, max_length, generator, seed
 
@@ -176,6 +199,9 @@ class PPOStep:
 
         gen = self.generator or TransformersGenerator(policy, tokenizer, batch_size=self.batch_size)
         resp = gen.generate(list(prompts), GenerationConfig(max_new_tokens=self.max_new_tokens, seed=self.seed))
+        resp, n_cut = cut_at_next_turn(resp)
+        if n_cut:
+            log.info("PPO step: %d of %d responses cut before the next HH turn marker", n_cut, len(resp))
         keep = [i for i, r in enumerate(resp) if r.strip()]
         if not keep:
             return {"ppo_samples": 0}
@@ -233,11 +259,17 @@ def _agent_responses(cfg: Any, demos: list[dict], policy, tok, round_: int) -> l
     if cfg.agent_samples_file is not None:
         return read_agent_samples(cfg.agent_samples_file, demos)
     if cfg.agent_endpoint:
-        gen = OpenAICompletionGenerator(cfg.agent_model or cfg.policy, base_url=cfg.agent_endpoint)
+        # raw continuations of the HH-format prompt the policy is trained on (deviation 10); a chat endpoint would
+        # wrap it in the server's chat template, so the samples would answer another prompt than the one scored
+        gen = OpenAICompletionGenerator(cfg.agent_model or cfg.policy, base_url=cfg.agent_endpoint,
+                                        stop=list(TURN_STOPS))
     else:
         gen = TransformersGenerator(policy, tok, batch_size=cfg.batch_size)
     out = gen.generate([d["prompt"] for d in demos],
                        GenerationConfig(max_new_tokens=cfg.max_new_tokens, seed=cfg.seed * 1000 + round_))
+    out, n_cut = cut_at_next_turn(out)
+    if n_cut:
+        log.info("%d of %d agent samples cut before the next HH turn marker", n_cut, len(out))
     empty = [i + 1 for i, r in enumerate(out) if not r.strip()]
     if empty:
         log.warning("%d agent samples were empty; they are replaced by a single EOS-free space token", len(empty))
@@ -279,10 +311,28 @@ def _accelerator(cfg):
     return Accelerator(cpu=cfg.device == "cpu")
 
 
-def train_text(cfg: Any) -> dict:
+def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
     """Train AIHF on text (``cfg``: :class:`~iclr25.aihf.config.TrainConfig` with ``task="text"``); writes the policy
     (``<out>/policy``, PEFT adapter when LoRA), the reward model (explicit form), ``state.json`` / ``optimizer.pt``
-    (``--resume``) and returns the metrics."""
+    (``--resume``) and returns the metrics.
+
+    Args:
+        cfg: the train config.
+        policy_step: the explicit form's policy step (a :class:`PolicyStep`, e.g. a wrapper around a TRL trainer),
+            called once per round after the reward step; default the built-in :class:`PPOStep` (``cfg.policy_step
+            = "ppo"``) or none (``"none"``).
+
+    Raises:
+        ValueError: ``policy_step`` is not a :class:`PolicyStep`, or is given for the implicit form (no
+            ``cfg.reward_model``), where the policy is trained directly.
+    """
+    if policy_step is not None:
+        if not isinstance(policy_step, PolicyStep):
+            raise ValueError(f"policy_step must be callable as PolicyStep(policy, reference, tokenizer, prompts, "
+                             f"reward_fn, optimizer), got {type(policy_step).__name__}")
+        if not cfg.reward_model:
+            raise ValueError("policy_step is the explicit form's policy step: give --reward-model (the implicit form "
+                             "trains the policy directly)")
     from iclr25.core.lm import load_causal_lm
 
     out = Path(cfg.out)
@@ -293,6 +343,12 @@ def train_text(cfg: Any) -> dict:
     state = {"round": 0, "history": []}
     if cfg.resume and (out / "state.json").is_file():
         state = json.loads((out / "state.json").read_text())
+        if state["round"] > cfg.rounds:
+            raise ValueError(f"rounds={cfg.rounds}: {out} is already at round {state['round']}; --rounds is the total "
+                             f"to reach, pass more than {state['round']}")
+        if state["round"] == cfg.rounds:
+            log.warning("%s is already at round %d = rounds: nothing to train (pass a larger --rounds to continue)",
+                        out, state["round"])
     policy, tok = load_causal_lm(cfg.policy, **load_kw)
     check_context(policy, cfg.max_length, "--policy")
     reference = None
@@ -362,16 +418,17 @@ def train_text(cfg: Any) -> dict:
             rec["loss"] = float(np.mean(losses))
         else:  # explicit form: reward step(s), then the policy step
             rec["reward_loss"] = _reward_epoch(rm, rm_opt, cfg, demo_enc, agents, chosen, rejected, rng)
-            if cfg.policy_step == "ppo":
-                step = PPOStep(kl_coef=cfg.kl_coef, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                               max_length=cfg.max_length, seed=cfg.seed + rnd)
+            if policy_step is not None or cfg.policy_step == "ppo":
+                step = policy_step if policy_step is not None else PPOStep(
+                    kl_coef=cfg.kl_coef, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
+                    max_length=cfg.max_length, seed=cfg.seed + rnd)
                 prompts = [d["prompt"] for d in demos] or [p["prompt"] for p in prefs]
 
                 def reward_fn(ps, rs):
                     with torch.no_grad():
                         return rm.score(encode_texts(tok, ps, rs, cfg.max_length), cfg.batch_size)
 
-                rec.update(step(_unwrap(policy, acc), ref_logps, tok, prompts, reward_fn, opt))
+                rec.update(step(_unwrap(policy, acc), ref_logps, tok, prompts, reward_fn, opt) or {})
         rec["seconds"] = time.perf_counter() - t0
         state["history"].append(rec)
         state["round"] = rnd + 1

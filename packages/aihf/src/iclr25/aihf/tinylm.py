@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import AIHFConfig, TinyLMConfig
+from .config import AIHFConfig, TinyLMConfig, check_count
 from .implicit import Encoded, batched_logprobs, implicit_epoch, sft_epoch
 
 __all__ = ["TinyLMTask", "LMData", "LMResult", "train_aihf_dpo", "run_lm_method", "LM_METHODS", "pretrain_reference"]
@@ -222,8 +222,12 @@ def train_aihf_dpo(task: TinyLMTask, data: LMData, config: AIHFConfig = AIHFConf
 
     Returns:
         :class:`LMResult` with the trained model, its evaluation and per-round history.
+
+    Raises:
+        ValueError: ``rounds < 1``; a ``resume`` state already past ``rounds``.
     """
     rounds = lm.rounds if rounds is None else rounds
+    check_count("rounds", rounds, 1, why="0 would train nothing")
     ref = task.reference if reference is None else reference
     model = copy.deepcopy(init if init is not None else task.reference)
     for p in model.parameters():
@@ -236,6 +240,12 @@ def train_aihf_dpo(task: TinyLMTask, data: LMData, config: AIHFConfig = AIHFConf
         model.load_state_dict(resume["model"])
         opt.load_state_dict(resume["optimizer"])
         start = int(resume["round"])
+        if start > rounds:
+            raise ValueError(f"rounds={rounds}: the checkpoint is already at round {start}; --rounds is the total to "
+                             f"reach, pass more than {start}")
+        if start == rounds:
+            log.warning("the checkpoint is already at round %d = rounds: nothing to train (pass a larger --rounds "
+                        "to continue)", start)
         rng.bit_generator.state = resume["rng"]
         g.set_state(resume["torch_rng"])
         history = list(resume.get("history", []))
