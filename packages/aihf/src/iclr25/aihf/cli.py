@@ -1,4 +1,4 @@
-"""The ``iclr25-aihf`` command: ``train``, ``evaluate``, ``reproduce``, ``demo``.
+"""The ``iclr25-aihf`` command: ``train``, ``evaluate``, ``reproduce``, ``mujoco``, ``demo``.
 
 Only the config dataclasses are imported here, so ``--help`` stays fast; the work lives in
 :mod:`iclr25.aihf.commands`. The shared flags (``--out``, ``--device``, ``--threads``, ``--quiet``, ``--seed`` /
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import DemoConfig, EvaluateConfig, ReproduceConfig, TrainConfig
+from .config import DemoConfig, EvaluateConfig, MujocoConfig, ReproduceConfig, TrainConfig
 
 __all__ = ["main"]
 
@@ -38,6 +38,12 @@ def _demo(cfg: DemoConfig) -> int:
     return run_demo(cfg)
 
 
+def _mujoco(cfg: MujocoConfig) -> int:
+    from .mujoco import run_mujoco
+
+    return run_mujoco(cfg)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-aihf``; returns the exit code."""
     return run_cli(
@@ -53,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            config=ReproduceConfig,
                                            help="reproduce the paper's claims at CPU scale (--quick: < 3 min on "
                                            "2 cores)"),
+            "mujoco": Command(MujocoConfig, _mujoco, "AIHF on a MuJoCo env with a SAC policy step (needs the "
+                              "[mujoco] extra; defaults = the full GPU run, README for the 1,000-step CPU smoke)"),
             "demo": Command(DemoConfig, _demo, "a 10-second bandit demo: AIHF vs RLHF vs SFT->RLHF"),
         },
         argv,

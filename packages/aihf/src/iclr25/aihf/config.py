@@ -15,7 +15,7 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = ["AIHFConfig", "TinyLMConfig", "TextOptions", "TrainConfig", "EvaluateConfig", "DemoConfig",
-           "ReproduceConfig", "check_finite", "check_count"]
+           "ReproduceConfig", "MujocoConfig", "check_finite", "check_count"]
 
 
 def check_finite(name: str, value: float, *, lo: float | None = None, hi: float | None = None,
@@ -265,3 +265,98 @@ class ReproduceConfig(ReproduceOptions):
     resume: bool = False
     """Reuse the finished sections (bandit, convergence, gridworld, tiny LM, HH) saved under OUT/sections/ by an
     earlier run with the same settings; only the missing sections run."""
+
+
+@dataclass(kw_only=True)
+class MujocoConfig(CommonOptions, SeedOption):
+    """AIHF for continuous control (MuJoCo via gymnasium, the paper's Appendix A.2.1 setting): a reward MLP
+    r_theta(s, a) learned from demonstration segments and preference pairs over segments, a SAC policy step.
+
+    Needs the ``[mujoco]`` extra. Defaults are the full (GPU) run of the README; the CPU smoke test is
+    ``--total-steps 1000 --expert-steps 0 --policy-steps 200 --segment-len 10 --eval-episodes 0``.
+    """
+
+    env: str = "Hopper-v5"
+    """A gymnasium MuJoCo environment id with Box observations and actions (Hopper-v5, HalfCheetah-v5, ...)."""
+    w: float = 0.5
+    """Weight of the demonstration term in [0, 1] (0 = RLHF: preferences only; 1 = ML-IRL: demonstrations only)."""
+    total_steps: int = 1_000_000
+    """Environment steps of the AIHF loop (SAC policy steps; excludes the expert and the data collection)."""
+    policy_steps: int = 5_000
+    """K: SAC environment steps (one gradient update each) per outer iteration; then one reward step."""
+    reward_steps: int = 1
+    """Reward-gradient steps per outer iteration (ML-IRL: 1)."""
+    expert_steps: int = 1_000_000
+    """SAC steps on the TRUE reward to train the demonstrator; 0 = synthetic data from a uniformly random policy
+    (smoke tests only: random demonstrations teach nothing)."""
+    n_demo: int = 20
+    """Demonstration segments (of --segment-len steps) from the demonstrator."""
+    n_pref: int = 20
+    """Preference pairs of segments from the epsilon-noisy demonstrator, labelled by Bradley-Terry on the true
+    discounted segment return (0 only with --w 1)."""
+    pref_noise: float = 0.6
+    """epsilon: probability that the preference-data policy takes a uniformly random action at a step."""
+    segment_len: int = 50
+    """L: steps per trajectory segment; R_theta(segment) = sum_t gamma^t r_theta(s_t, a_t)."""
+    gamma: float = 0.99
+    """Discount of the segment returns and of SAC."""
+    beta: float = 0.2
+    """Entropy (KL to the uniform pi_ref) coefficient = SAC's fixed temperature alpha; the IRL term is scaled 1/beta."""
+    demo_loss: Literal["irl", "logistic"] = "irl"
+    """'irl' = the paper's ML-IRL gradient (1/beta)(R(demo) - R(agent)); 'logistic' = -log sigmoid(R(demo) - R(agent))."""
+    reward_lr: float = 1e-4
+    """Adam learning rate of the reward MLP (ML-IRL: 1e-4)."""
+    reward_weight_decay: float = 1e-3
+    """Adam weight decay of the reward MLP (ML-IRL: 1e-3)."""
+    reward_hidden: tuple[int, ...] = (64, 64)
+    """Hidden widths of the reward MLP (ReLU; output clamped to +-reward_clip)."""
+    reward_clip: float = 10.0
+    """|r_theta| clamp (ML-IRL: 10)."""
+    sac_lr: float = 1e-3
+    """Adam learning rate of SAC's actor and critics (ML-IRL: 1e-3)."""
+    sac_hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of SAC's actor and twin critics."""
+    batch_size: int = 100
+    """SAC minibatch (ML-IRL: 100)."""
+    buffer_size: int = 1_000_000
+    """Replay buffer capacity (transitions)."""
+    start_steps: int = 1_000
+    """First SAC steps with uniformly random actions (of each SAC run: expert and AIHF)."""
+    tau: float = 0.005
+    """Polyak factor of the target critics."""
+    eval_episodes: int = 10
+    """Episodes of the deterministic (mean-action) policy scored with the TRUE reward at the end (0 = none)."""
+    checkpoint_every: int = 20
+    """Outer iterations between checkpoints (and one at the end)."""
+
+    def __post_init__(self) -> None:
+        check_finite("w", self.w, lo=0.0, hi=1.0)
+        check_finite("beta", self.beta, lo=0.0, lo_open=True)
+        check_finite("gamma", self.gamma, lo=0.0, hi=1.0)
+        check_finite("pref_noise", self.pref_noise, lo=0.0, hi=1.0)
+        check_finite("reward_lr", self.reward_lr, lo=0.0, lo_open=True)
+        check_finite("reward_weight_decay", self.reward_weight_decay, lo=0.0)
+        check_finite("reward_clip", self.reward_clip, lo=0.0, lo_open=True)
+        check_finite("sac_lr", self.sac_lr, lo=0.0, lo_open=True)
+        check_finite("tau", self.tau, lo=0.0, hi=1.0, lo_open=True)
+        check_count("total_steps", self.total_steps, 1)
+        check_count("policy_steps", self.policy_steps, 1)
+        check_count("reward_steps", self.reward_steps, 1)
+        check_count("expert_steps", self.expert_steps, 0)
+        check_count("n_demo", self.n_demo, 0)
+        check_count("n_pref", self.n_pref, 0)
+        check_count("segment_len", self.segment_len, 1)
+        check_count("batch_size", self.batch_size, 1)
+        check_count("buffer_size", self.buffer_size, 1)
+        check_count("start_steps", self.start_steps, 0)
+        check_count("eval_episodes", self.eval_episodes, 0)
+        check_count("checkpoint_every", self.checkpoint_every, 1)
+        for h in (*self.reward_hidden, *self.sac_hidden):
+            check_count("hidden width", h, 1)
+        if self.w > 0 and self.n_demo == 0:
+            raise ValueError("n_demo=0 with w > 0: the demonstration term has no data; give --n-demo or set --w 0")
+        if self.w < 1 and self.n_pref == 0:
+            raise ValueError("n_pref=0 with w < 1: the preference term has no data; give --n-pref or set --w 1")
+        if self.policy_steps > self.total_steps:
+            raise ValueError(f"policy_steps={self.policy_steps} > total_steps={self.total_steps}: no full outer "
+                             "iteration would run; lower --policy-steps")
