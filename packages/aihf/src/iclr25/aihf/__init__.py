@@ -17,6 +17,9 @@ from ._version import __version__
 
 _EXPORTS = {
     "AIHFConfig": "config",
+    "MujocoConfig": "config",
+    "train_mujoco": "mujoco",
+    "aihf_segment_loss": "mujoco",
     "TinyLMConfig": "config",
     "aihf_reward_loss": "losses",
     "aihf_implicit_loss": "losses",
