@@ -2,6 +2,7 @@
 (slow) the real quick run."""
 
 import json
+import math
 
 import pytest
 
@@ -32,6 +33,23 @@ def test_reproduce_smoke(tiny, need_mirror, tmp_path):
     for c in res["claims"]:  # holds is recomputed from the numbers by the core
         assert isinstance(c["holds"], bool)
     assert "surrogate0" in report.claims[0].note  # every model's accuracy is reported
+    saved = json.loads((tmp_path / "comparison_target.json").read_text())
+    assert saved["complete"] and not (tmp_path / "comparison_target.partial.json").exists()
+    assert saved["comparison"] == comp
+
+    # --resume reuses a finished comparison with the same key (a marked value comes back) ...
+    wb = comp["whitebox"]["evasion_rate"]
+    saved["comparison"]["whitebox"]["evasion_rate"] = 0.123
+    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    assert claims["evasion/whitebox_upper_bound"].ours == pytest.approx(0.123)
+    # ... and recomputes one whose key differs (other attack settings or models)
+    saved["key"]["attack"]["alpha"] = 9.0
+    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    wb2 = claims["evasion/whitebox_upper_bound"].ours
+    assert math.isnan(wb2) if wb is None else wb2 == pytest.approx(wb)
+    assert json.loads((tmp_path / "comparison_target.json").read_text())["key"]["attack"]["alpha"] == 0.125
 
 
 def test_reproduce_stops_on_decoder_check(tiny, need_mirror, tmp_path):
