@@ -52,6 +52,21 @@ def test_reproduce_smoke(tiny, need_mirror, tmp_path):
     assert json.loads((tmp_path / "comparison_target.json").read_text())["key"]["attack"]["alpha"] == 0.125
 
 
+def test_reproduce_two_targets_in_two_processes(need_mirror, tmp_path, monkeypatch):
+    """The full preset's layout (robust + non-robust target): trainings and the two comparisons in 2 processes."""
+    monkeypatch.setattr(rep, "QUICK", dict(TINY_PRESET, nonrobust_target=True, n_images=4, max_iters=2))
+    claims = rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=2, min_bit_acc=0.0)
+    assert [c.name for c in claims] == list(rep.CLAIM_NAMES)
+    comps = json.loads((tmp_path / "comparison.json").read_text())
+    assert set(comps) == {"target", "target_nonrobust"}
+    for name, comp in comps.items():
+        saved = json.loads((tmp_path / f"comparison_{name}.json").read_text())
+        assert saved["complete"] and saved["comparison"] == comp
+    # the non-robust target is attacked with its own message and images watermarked by it
+    assert saved["key"]["target"] != json.loads((tmp_path / "comparison_target.json").read_text())["key"]["target"]
+    assert "## target_nonrobust" in (tmp_path / "comparison.md").read_text()
+
+
 def test_reproduce_stops_on_decoder_check(tiny, need_mirror, tmp_path):
     with pytest.raises(DecoderCheckError, match="< 0.99"):
         rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.99)
