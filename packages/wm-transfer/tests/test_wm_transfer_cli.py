@@ -15,14 +15,17 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 SUBS = ("train", "attack", "evaluate", "compare", "reproduce", "demo")
 
 
-def test_subprocess_help_demo_and_light_import():
-    r = subprocess.run([*CMD, "--help"], capture_output=True, text=True, env=ENV, timeout=300)
+def test_subprocess_help_demo_and_light_import(tmp_path):
+    # cwd=tmp_path: the demo's default output folder (runs/wm-transfer/demo) must not land in the checkout
+    r = subprocess.run([*CMD, "--help"], capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and all(s in r.stdout for s in SUBS)
     r = subprocess.run([sys.executable, "-c", "import sys; from iclr25.wm_transfer import cli; "
-                        "print('torch' in sys.modules)"], capture_output=True, text=True, env=ENV, timeout=300)
+                        "print('torch' in sys.modules)"], capture_output=True, text=True, env=ENV, timeout=300,
+                       cwd=tmp_path)
     assert r.stdout.strip() == "False", "the CLI module must not import torch before a command runs"
-    r = subprocess.run([*CMD, "demo"], capture_output=True, text=True, env=ENV, timeout=300)
+    r = subprocess.run([*CMD, "demo"], capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert (tmp_path / "runs" / "wm-transfer" / "demo" / "demo.json").is_file(), "default --out of demo"
     assert "| 0.61 | 1.000 | +0.00895 |" in r.stdout and "| 0.62 | 0.000 | -0.00220 |" in r.stdout
     assert r.stdout.strip().splitlines()[-1].startswith("demo:")
 
@@ -164,5 +167,5 @@ def test_config_file(models, images, tmp_path, run):
     run("attack", "--config", cfg, "--device", "cpu", "--quiet", "--out", tmp_path / "c")
     assert len((tmp_path / "c" / "images.jsonl").read_text().splitlines()) == 2
     cfg.write_text("target: a.pt\nsurrogates: [b.pt]\nbogus: 1\n")
-    r = run("attack", "--config", cfg, ok=None)
+    r = run("attack", "--config", cfg, "--out", tmp_path / "d", ok=None)
     assert r.returncode == 2 and "bogus" in r.stderr

@@ -2,6 +2,7 @@
 (slow) the real quick run."""
 
 import json
+import math
 
 import pytest
 
@@ -32,6 +33,38 @@ def test_reproduce_smoke(tiny, need_mirror, tmp_path):
     for c in res["claims"]:  # holds is recomputed from the numbers by the core
         assert isinstance(c["holds"], bool)
     assert "surrogate0" in report.claims[0].note  # every model's accuracy is reported
+    saved = json.loads((tmp_path / "comparison_target.json").read_text())
+    assert saved["complete"] and not (tmp_path / "comparison_target.partial.json").exists()
+    assert saved["comparison"] == comp
+
+    # --resume reuses a finished comparison with the same key (a marked value comes back) ...
+    wb = comp["whitebox"]["evasion_rate"]
+    saved["comparison"]["whitebox"]["evasion_rate"] = 0.123
+    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    assert claims["evasion/whitebox_upper_bound"].ours == pytest.approx(0.123)
+    # ... and recomputes one whose key differs (other attack settings or models)
+    saved["key"]["attack"]["alpha"] = 9.0
+    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    wb2 = claims["evasion/whitebox_upper_bound"].ours
+    assert math.isnan(wb2) if wb is None else wb2 == pytest.approx(wb)
+    assert json.loads((tmp_path / "comparison_target.json").read_text())["key"]["attack"]["alpha"] == 0.125
+
+
+def test_reproduce_two_targets_in_two_processes(need_mirror, tmp_path, monkeypatch):
+    """The full preset's layout (robust + non-robust target): trainings and the two comparisons in 2 processes."""
+    monkeypatch.setattr(rep, "QUICK", dict(TINY_PRESET, nonrobust_target=True, n_images=4, max_iters=2))
+    claims = rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=2, min_bit_acc=0.0)
+    assert [c.name for c in claims] == list(rep.CLAIM_NAMES)
+    comps = json.loads((tmp_path / "comparison.json").read_text())
+    assert set(comps) == {"target", "target_nonrobust"}
+    for name, comp in comps.items():
+        saved = json.loads((tmp_path / f"comparison_{name}.json").read_text())
+        assert saved["complete"] and saved["comparison"] == comp
+    # the non-robust target is attacked with its own message and images watermarked by it
+    assert saved["key"]["target"] != json.loads((tmp_path / "comparison_target.json").read_text())["key"]["target"]
+    assert "## target_nonrobust" in (tmp_path / "comparison.md").read_text()
 
 
 def test_reproduce_stops_on_decoder_check(tiny, need_mirror, tmp_path):

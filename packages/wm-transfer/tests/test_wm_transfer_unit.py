@@ -296,3 +296,25 @@ def test_shipped_configs_parse(name, cls):
     values = load_config_file(Path(__file__).parents[1] / "configs" / name)
     extra = {"target": "t.pt", "surrogates": ["s.pt"]} if cls == "AttackConfig" else {}
     config_from_dict(getattr(config, cls), {**values, **extra})
+
+
+def test_run_comparison_reports_each_row_as_it_finishes():
+    import json
+
+    from iclr25.wm_transfer.pipeline import run_comparison
+
+    cfg = HiddenConfig(H=16, W=16, n_bits=8, enc_ch=8, dec_ch=8, msg_ch=4, msg_grid=4, residual_scale=1.0)
+    torch.manual_seed(0)
+    target, s1, s2 = (WatermarkModel(cfg, message=torch.ones(8)).eval() for _ in range(3))
+    x = _x(4, 16)
+    w = torch.ones(4, 8)
+    snaps = []
+    comp = run_comparison(target, [s1, s2], x, w, alpha=0.1, r=0.5, eps=0.2, max_iters=2, ssim_stop=0.9,
+                          m_values=(1, 2), n_subsets=1, post_processing=("noise",), fpr=0.05,
+                          on_row=lambda c: snaps.append(json.loads(json.dumps(c, default=float))))
+    # 2 transfer rows, 4 variants at m = 2, 1 baseline subset (random noise + post-processing), 2 white-box
+    assert len(snaps) == 9
+    n_transfer = [sum(len(v) for v in s["transfer"].values()) for s in snaps]
+    assert n_transfer[:2] == [1, 2] and n_transfer == sorted(n_transfer)
+    assert "whitebox" not in snaps[0] and "whitebox_eps0" in snaps[-1]
+    assert snaps[-1] == json.loads(json.dumps(comp, default=float))

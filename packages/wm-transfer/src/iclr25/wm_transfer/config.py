@@ -264,13 +264,14 @@ class ReproduceConfig(ReproduceOptions):
     """Train the target and surrogates on the CIFAR-10 subset, attack, compare, and report the claims."""
 
     jobs: int = 2
-    """Models trained in parallel processes (one thread each) on CPU; 1 on a GPU."""
+    """Parallel processes (one thread each) on CPU for the trainings and the targets' comparisons; 1 on a GPU."""
     target_seed: int = 1000
     """Seed of the target model and its message (the surrogates use --seeds)."""
     min_bit_acc: float = 0.9
     """Decoder check threshold: below it no attack runs and results.json records the failure."""
     resume: bool = False
-    """Reuse finished models in <out>/models and continue interrupted trainings from their epoch checkpoints."""
+    """Reuse finished models in <out>/models, continue interrupted trainings from their epoch checkpoints, and
+    reuse finished <out>/comparison_<target>.json files computed with the same settings and models."""
 
     def __post_init__(self) -> None:
         if self.jobs < 1:

@@ -18,7 +18,7 @@ import logging
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +336,8 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
                    m_values: Sequence[int] = (1, 2), n_subsets: int = 3, sign_alpha: float = 0.01,
                    r_tight: float | None = 0.1, fpr: float = 1e-4, seed: int = 0,
                    post_processing: Sequence[str] = POST_PROCESSING, whitebox: bool = True,
-                   quiet: bool | None = None) -> dict[str, Any]:
+                   quiet: bool | None = None,
+                   on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Transfer attack per m and subset, and its baselines, on the same ``x_w`` / messages ``w``.
 
     Rows: ``transfer`` per m (each subset one "seed"); at the largest m per subset: ``sign`` (PGD
@@ -344,6 +345,9 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
     ``r_tight``, where the ℓ∞ bound binds), ``random_noise`` (random ±a noise with each image's ℓ∞
     of the attack; surrogate bit accuracy against the same targets), ``postprocess[kind]`` matched to
     that subset's mean SSIM; once: ``whitebox`` (ε as given) and ``whitebox_eps0`` (run to full inversion).
+
+    ``on_row(partial)`` (optional) is called after every finished row with the result so far (the same
+    layout, rows still missing absent), e.g. to save a long run's progress.
 
     Returns:
         dict of rows (summaries as :func:`~.evaluation.summarize_records`, with ``subset``) plus
@@ -373,11 +377,16 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
         s["subset"] = list(sub)
         s["stop_counts"] = res.stop_counts()
         out["transfer"].setdefault(str(m), []).append(s)
+        if on_row is not None:
+            on_row(out)
         if m == m_max:
             largest.append((sub, res))
     rows: dict[str, list[dict[str, Any]]] = {"sign": [], "clip": [], "tight_rescale": [], "tight_clip": [],
                                              "random_noise": []}
     pp: dict[str, list[dict[str, Any]]] = {k: [] for k in post_processing}
+    if on_row is not None:  # the partial result shows the baseline rows as they fill
+        out.update(rows)
+        out["postprocess"] = pp
     g = torch.Generator().manual_seed(seed)
     for sub, res in progress(largest, desc="baselines", unit="subset", quiet=quiet):
         sm = [surrogates[i] for i in sub]
@@ -389,6 +398,8 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
             s = _row_summary(target, x_w, rv.x_adv.cpu(), w, fpr, ssim_stop, rv)
             s["subset"] = list(sub)
             rows[name].append(s)
+            if on_row is not None:
+                on_row(out)
         a = res.delta.flatten(1).abs().max(1).values.cpu()
         x_rand = random_sign_noise(x_w, a, g)
         s = _row_summary(target, x_w, x_rand, w, fpr, ssim_stop, None, sm, res.targets)
@@ -401,6 +412,8 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
             s.update(subset=list(sub), strength=mr.strength, matched_ssim=mr.ssim, target_ssim=tgt_ssim,
                      range_exhausted=mr.reached)
             pp[kind].append(s)
+        if on_row is not None:
+            on_row(out)
     out.update(rows)
     out["postprocess"] = pp
     if whitebox:
@@ -408,6 +421,8 @@ def run_comparison(target: WatermarkModel, surrogates: Sequence[WatermarkModel],
             rw = whitebox_attack(xd, target, **dict(kw, eps=e))
             out[name] = _row_summary(target, x_w, rw.x_adv.cpu(), w, fpr, ssim_stop, rw)
             out[name]["stop_counts"] = rw.stop_counts()
+            if on_row is not None:
+                on_row(out)
     return out
 
 

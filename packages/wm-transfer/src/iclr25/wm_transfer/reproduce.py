@@ -26,7 +26,13 @@ import torch
 from iclr25.core.results import Claim
 
 from .baselines import POST_PROCESSING
-from .checkpoint import DecoderCheckError, check_decoders, load_watermark_model, save_watermark_model
+from .checkpoint import (
+    DecoderCheckError,
+    check_decoders,
+    file_sha256,
+    load_watermark_model,
+    save_watermark_model,
+)
 from .config import default_alpha
 from .data import load_cifar_role
 from .detect import bit_accuracy, is_detected
@@ -35,7 +41,7 @@ from .models import HiddenConfig
 from .pipeline import comparison_table, mean_sd, run_comparison
 from .train import TrainSettings, train_watermark_model
 
-__all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES", "TINY", "train_job"]
+__all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES", "TINY", "train_job", "comparison_job"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +119,56 @@ def _train_all(specs: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
                           unit="model"):
             results[futs[f]] = f.result()
         return [results[i] for i in range(len(specs))]
+
+
+def comparison_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """One target's :func:`~.pipeline.run_comparison` on the first ``spec["n_images"]`` test images, written
+    to ``spec["path"]`` (``comparison_<target>.json``) with the ``key`` it was computed for. With ``resume``
+    a file whose key matches (attack parameters, presets, model hashes) is reused instead. While it runs,
+    ``comparison_<target>.partial.json`` holds the rows finished so far (``"complete": false``; progress
+    only, never reused). Runs in a worker process (one thread) or in-process."""
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    path = Path(spec["path"])
+    if spec.get("resume") and path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == spec["key"]:
+            return saved["comparison"]
+        log.warning("%s was computed with other settings or models; recomputing it", path)
+    dev = torch.device(spec.get("device", "cpu"))
+    target = load_watermark_model(spec["target"], dev)
+    surs = [load_watermark_model(q, dev) for q in spec["surrogates"]]
+    test = load_cifar_role("test", spec["n_images"], seed=0).images
+    w = target.message.cpu()[None].expand(test.shape[0], -1)
+    with torch.no_grad():
+        x_w = torch.cat([target.embed(test[i:i + 256].to(dev)).cpu() for i in range(0, test.shape[0], 256)])
+        d_cov = decode_batched(target, test)
+    covers = {"bit_acc": float(bit_accuracy(d_cov, w).mean()),
+              "false_positive_rate": float(is_detected(d_cov, w).float().mean())}
+    partial = path.with_name(path.stem + ".partial.json")
+
+    def _write(p: Path, comp: dict[str, Any], complete: bool) -> None:
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps({"key": spec["key"], "complete": complete, "comparison": dict(comp, covers=covers)},
+                                  indent=2, default=float) + "\n")
+        os.replace(tmp, p)
+
+    comp = run_comparison(target, surs, x_w, w, m_values=spec["m_values"], n_subsets=spec["n_subsets"],
+                          seed=spec["seed"], post_processing=POST_PROCESSING, quiet=spec.get("quiet"),
+                          on_row=lambda c: _write(partial, c, False), **spec["attack"])
+    comp["covers"] = covers
+    _write(path, comp, True)
+    partial.unlink(missing_ok=True)
+    return comp
+
+
+def _compare_all(specs: list[dict[str, Any]], jobs: int) -> dict[str, dict[str, Any]]:
+    """The targets' comparisons, in ``min(jobs, len(specs))`` processes of one thread each on CPU."""
+    if jobs <= 1 or len(specs) == 1:
+        return {sp["name"]: comparison_job(sp) for sp in specs}
+    with ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=get_context("spawn")) as ex:
+        futs = {sp["name"]: ex.submit(comparison_job, dict(sp, threads=1)) for sp in specs}
+        return {name: f.result() for name, f in futs.items()}
 
 
 def _fmt_ms(m: float, s: float) -> str:
@@ -205,15 +261,18 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: list[int] | tuple[int, ...] 
     Args:
         quick: :data:`QUICK` instead of :data:`FULL`.
         out_dir: ``models/`` (checkpoints), ``config.json`` (resolved presets: α, r, surrogate choices),
-            ``models.json`` (each model's clean bit accuracy), ``comparison.json`` / ``comparison.md``.
+            ``models.json`` (each model's clean bit accuracy), ``comparison_<target>.json`` (one per target,
+            ``.partial.json`` while it runs), ``comparison.json`` / ``comparison.md``.
         seeds: surrogate seeds (default: 0–2 quick, 0–4 full); at least max(m) of them.
         device: torch device; on a GPU the models train one after another on it.
-        jobs: parallel training processes on CPU (one thread each).
+        jobs: parallel processes on CPU (one thread each) for the trainings and for the targets'
+            comparisons (robust and, full preset, non-robust target).
         target_seed: seed of the target model and of the owner's message.
         min_bit_acc: decoder check threshold; below it nothing is attacked, ``results.json`` records the
             failure and :class:`~.checkpoint.DecoderCheckError` is raised (the command exits non-zero).
-        resume: reuse finished models in ``out_dir/models`` (same seed / data / epochs) and continue
-            interrupted trainings from their epoch checkpoints.
+        resume: reuse finished models in ``out_dir/models`` (same seed / data / epochs), continue
+            interrupted trainings from their epoch checkpoints, and reuse a target's finished
+            ``comparison_<target>.json`` computed with the same attack settings, presets and model hashes.
 
     On CPU, torch runs single-threaded here unless ``--threads`` / ``OMP_NUM_THREADS`` says otherwise:
     the models are small, and OpenMP threads spinning on a loaded 2-core machine made one attack 25×
@@ -280,21 +339,20 @@ def _reproduce(quick: bool, out: Path, seeds, dev: str, jobs: int, target_seed: 
         raise
     (out / "models.json").write_text(json.dumps({"training": trained, "decoder_check": accs,
                                                  "train_seconds": train_s}, indent=2) + "\n")
-    surs = [models[f"surrogate{s}"] for s in seeds]
-    comps: dict[str, Any] = {}
-    extra_md = []
+    # each target's comparison in its own process (CPU, --jobs) and file, reused by --resume (same key)
+    sha = {t["name"]: file_sha256(t["path"]) for t in trained}
+    sur_names = [f"surrogate{s}" for s in seeds]
+    cspecs = []
     for tname in [t["name"] for t in trained if t["name"].startswith("target")]:
-        target = models[tname]
-        w = target.message.cpu()[None].expand(test.shape[0], -1)
-        with torch.no_grad():
-            x_w = torch.cat([target.embed(test[i:i + 256].to(torch_dev)).cpu() for i in range(0, test.shape[0], 256)])
-            d_cov = decode_batched(target, test)
-        comp = run_comparison(target, surs, x_w, w, m_values=p["m_values"], n_subsets=p["n_subsets"],
-                              seed=target_seed, post_processing=POST_PROCESSING, quiet=quiet, **attack)
-        comp["covers"] = {"bit_acc": float(bit_accuracy(d_cov, w).mean()),
-                          "false_positive_rate": float(is_detected(d_cov, w).float().mean())}
-        comps[tname] = comp
-        extra_md.append(f"## {tname}\n\n" + comparison_table(comp))
+        key = {"target": sha[tname], "surrogates": [sha[n] for n in sur_names], "attack": attack,
+               "m_values": list(p["m_values"]), "n_subsets": p["n_subsets"], "n_images": p["n_images"],
+               "seed": target_seed}
+        cspecs.append(dict(name=tname, target=str(out / "models" / f"{tname}.pt"), key=key,
+                           surrogates=[str(out / "models" / f"{n}.pt") for n in sur_names], n_images=p["n_images"],
+                           m_values=tuple(p["m_values"]), n_subsets=p["n_subsets"], seed=target_seed, attack=attack,
+                           device=dev, quiet=quiet, resume=resume, path=str(out / f"comparison_{tname}.json")))
+    comps = _compare_all(cspecs, jobs)
+    extra_md = [f"## {tname}\n\n" + comparison_table(c) for tname, c in comps.items()]
     (out / "comparison.json").write_text(json.dumps(comps, indent=2, default=float) + "\n")
     acc_md = "| model | clean bit accuracy (decoder check) | held-out at training | val PSNR (dB) | train s |\n|---|---|---|---|---|\n"
     acc_md += "".join(f"| {t['name']} | {accs[t['name']]:.3f} | {t['clean_bit_acc']:.3f} | {t['val_psnr']:.1f} | "
