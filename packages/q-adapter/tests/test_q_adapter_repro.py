@@ -20,11 +20,12 @@ def test_reproduce_smoke(tmp_path, monkeypatch, need_file):
     need_file("hh-rlhf/helpful.test.json")
     need_file("hh-rlhf/harmless-base.test.jsonl.gz")
     from iclr25.q_adapter import reproduce as rp
+    from iclr25.core.lm import TinyLMSpec
     from iclr25.q_adapter.base import BaseLMConfig
 
     monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
-    tiny = rp.ReproSettings(base=BaseLMConfig(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3, seq_len=32,
-                                              batch_size=4),
+    tiny = rp.ReproSettings(base=BaseLMConfig(lm=TinyLMSpec(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3,
+                                                             seq_len=32, batch_size=4)),
                             n_train_queries=3, n_test_queries=2, max_length=40, max_prompt_length=16,
                             n_general=3, tabular_iters=20, seeds=(0, 1), curve_points=1, curve_pairs=4)
     monkeypatch.setattr(rp, "QUICK", tiny)

@@ -51,10 +51,10 @@ def test_reproduce_smoke(data_dir, shared_cache, monkeypatch, tmp_path):
     from iclr25.core.registry import run_reproduction
     from iclr25.core.results import read_report
     from iclr25.vbon import reproduce as rp
-    from iclr25.vbon.reflm import RefLMConfig
+    from iclr25.vbon.reflm import reference_lm_spec
 
-    monkeypatch.setitem(rp.LM_SIZES, "quick", RefLMConfig(vocab_size=300, n_layer=1, n_embd=32, n_head=2, max_len=24,
-                                                          max_snippets=400, lr=5e-3))
+    monkeypatch.setitem(rp.LM_SIZES, "quick", reference_lm_spec(vocab_size=300, n_layer=1, n_embd=32, n_head=2,
+                                                                seq_len=24, steps=13, lr=5e-3))
     tiny = replace(rp.QUICK, n_train_prompts=4, n_eval_prompts=4, m=8, ns=(2, 4), betas=(0.5,), steps=2,
                    prompts_per_step=2, samples_per_prompt=2, eval_samples_per_prompt=2, bon_repeats=2,
                    bon_ns=(2, 4), throughput_prompts=4, throughput_n=4, max_new_tokens=6)

@@ -170,7 +170,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
 
     v = lambda m, k: [r[m][k] for r in runs]  # noqa: E731
     mean = lambda m, k: float(np.mean(v(m, k)))  # noqa: E731
-    scale = (f"tiny GPT-2 ({s.base.n_layer}L, d={s.base.n_embd}) pre-trained on CPU; DSP {s.domain}, "
+    scale = (f"tiny GPT-2 ({s.base.lm.n_layer}L, d={s.base.lm.n_embd}) pre-trained on CPU; DSP {s.domain}, "
              f"{runs[0]['n_train_pairs']} train / {runs[0]['n_test_pairs']} test pairs, {runs[0]['dpo']['steps']} "
              f"steps, seeds {list(s.seeds)}")
     pts = lambda m: "; ".join(f"{st}:{np.mean([r[m]['curve'][i][1] for r in runs]):.3f}"  # noqa: E731
