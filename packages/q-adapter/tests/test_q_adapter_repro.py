@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -15,7 +16,7 @@ NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "ds
 
 
 @pytest.mark.realdata
-def test_reproduce_smoke(tmp_path, monkeypatch, need_file):
+def test_reproduce_smoke_parallel_seeds_equal_in_process(tmp_path, monkeypatch, need_file):
     need_file("dsp/domain_specific_preference.test.json")
     need_file("hh-rlhf/helpful.test.json")
     need_file("hh-rlhf/harmless-base.test.jsonl.gz")
@@ -29,11 +30,20 @@ def test_reproduce_smoke(tmp_path, monkeypatch, need_file):
                             n_train_queries=3, n_test_queries=2, max_length=40, max_prompt_length=16,
                             n_general=3, tabular_iters=20, seeds=(0, 1), curve_points=1, curve_pairs=4)
     monkeypatch.setattr(rp, "QUICK", tiny)
-    claims = rp.reproduce(True, tmp_path / "out")
+    claims = rp.reproduce(True, tmp_path / "out", workers=2)
     assert [c.name for c in claims] == NAMES
     assert all(isinstance(c, Claim) for c in claims)
     assert (tmp_path / "out" / "raw.json").is_file()
     assert (tmp_path / "out" / "curve.csv").read_text().startswith("method,seed,step,pair_accuracy")
+    # the seeds ran in 2 spawned processes; seed 1 again in this process gives the same numbers
+    raw = json.loads((tmp_path / "out" / "raw.json").read_text())
+    assert raw["workers"] == 2
+    again = rp.run_dsp(tiny, 1)
+    for m in (*rp.METHODS, "base"):
+        for k in ("pair_accuracy", "general_nll"):
+            assert raw["dsp_runs"][1][m][k] == pytest.approx(again[m][k], rel=1e-5, abs=1e-6), (m, k)
+    flat = lambda c: [x for pt in c for x in pt]  # noqa: E731
+    assert flat(raw["dsp_runs"][1]["q-adapter-code"]["curve"]) == pytest.approx(flat(again["q-adapter-code"]["curve"]))
 
 
 @pytest.mark.slow

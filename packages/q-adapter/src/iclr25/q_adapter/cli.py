@@ -157,6 +157,9 @@ class TabularArgs(CommonOptions, SeedOption):
 class ReproduceArgs(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale; writes OUT/results.{json,md}."""
 
+    workers: int | None = None
+    """Processes the seeds run in (default min(#seeds, #CPUs), --threads torch threads each; 1: in-process)."""
+
 
 def _pairs(data: str, domain: str, part: str):
     """Load (and validate) the preference pairs before any model is loaded."""
