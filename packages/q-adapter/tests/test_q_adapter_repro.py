@@ -20,8 +20,8 @@ def test_reproduce_smoke_parallel_seeds_equal_in_process(tmp_path, monkeypatch, 
     need_file("dsp/domain_specific_preference.test.json")
     need_file("hh-rlhf/helpful.test.json")
     need_file("hh-rlhf/harmless-base.test.jsonl.gz")
-    from iclr25.q_adapter import reproduce as rp
     from iclr25.core.lm import TinyLMSpec
+    from iclr25.q_adapter import reproduce as rp
     from iclr25.q_adapter.base import BaseLMConfig
 
     monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))

@@ -10,8 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from iclr25.core.config import (Command, CommonOptions, ReproduceOptions, SeedOption, reproduce_command,
-                                run_cli)
+from iclr25.core.config import (
+    Command,
+    CommonOptions,
+    ReproduceOptions,
+    SeedOption,
+    reproduce_command,
+    run_cli,
+)
 from iclr25.core.lm.loading import ModelLoadOptions
 
 from ._version import __version__
