@@ -33,11 +33,13 @@ def _count_reward(prompts, continuations):
 
 @pytest.fixture(scope="session")
 def tiny_lm():
-    from iclr25.vbon.reflm import RefLMConfig, pretrain_reference_lm
+    from iclr25.core.lm import pretrain_tiny_lm
+    from iclr25.vbon.reflm import reference_lm_spec
 
     torch.set_num_threads(1)
-    cfg = RefLMConfig(vocab_size=300, n_layer=1, n_embd=32, n_head=2, max_len=16, epochs=1.0, batch_size=32, lr=5e-3)
-    model, tok = pretrain_reference_lm(synthetic_texts(), cfg, progress=False)
+    spec = reference_lm_spec(vocab_size=300, n_layer=1, n_embd=32, n_head=2, seq_len=16, epochs=1.0, batch_size=32,
+                             lr=5e-3)
+    model, tok, _ = pretrain_tiny_lm(synthetic_texts(), spec, progress=False)
     return model, tok
 
 

@@ -10,9 +10,47 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-CLAIMS = ["bon/win_rate_exact", "bon/kl_exact", "vbon/win_rate_increases_with_n", "vbon/at_or_above_rlhf_frontier",
+CLAIMS = ["bon/win_rate_exact", "bon/kl_exact", "vbon/win_rate_increases_with_n",
+          "mechanism/vbon_log_ratio_tracks_log_cdf", "mechanism/vbon_kl_near_bon_kl", "vbon/at_or_above_rlhf_frontier",
           "vbon/inference_cost"]
+
+
+def test_ols_slope_matches_normal_equations():
+    from iclr25.vbon.reproduce import ols_slope
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    y = 0.7 * x + 0.3 + rng.normal(scale=0.5, size=200)
+    b, se, r = ols_slope(x, y)
+    X = np.stack([x, np.ones_like(x)], 1)  # independent: normal equations with an explicit inverse
+    coef = np.linalg.inv(X.T @ X) @ X.T @ y
+    sigma2 = ((y - X @ coef) ** 2).sum() / (len(x) - 2)
+    assert b == pytest.approx(coef[0], rel=1e-10)
+    assert se == pytest.approx(np.sqrt(sigma2 * np.linalg.inv(X.T @ X)[0, 0]), rel=1e-10)
+    assert r == pytest.approx(np.corrcoef(x, y)[0, 1], rel=1e-10)
+    with pytest.raises(ValueError, match="constant"):
+        ols_slope(np.ones(5), np.arange(5.0))
+    with pytest.raises(ValueError, match="non-finite"):
+        ols_slope([0.0, 1.0, np.nan], [1.0, 2.0, 3.0])
+
+
+def test_log_ratio_mechanism_fails_for_an_unchanged_policy(tiny_lm, count_reward):
+    """pi_theta = pi_ref: every log-ratio is 0, so the slope is 0 and the claim's lower bound is not > 0."""
+    from iclr25.vbon.cdf import RewardCDFCache
+    from iclr25.vbon.reproduce import policy_log_ratio_vs_log_cdf
+    from iclr25.vbon.sampling import sample_texts
+
+    model, tok = tiny_lm
+    prompts = ["the movie", "a film is", "the plot"]
+    torch.manual_seed(0)
+    cdf = RewardCDFCache.build(lambda p, m: sample_texts(model, tok, p, m, 6), count_reward, prompts, 16)
+    got = policy_log_ratio_vs_log_cdf(model, model, tok, count_reward, cdf, prompts, 4, 8, 6)
+    assert got["n_samples"] == 24
+    assert got["mean_log_ratio"] == 0.0 and got["slope"] == 0.0
+    assert not got["slope"] - 2 * got["slope_se"] > 0
+    assert got["mean_log_cdf"] < 0
 
 
 def test_rlhf_frontier_interpolation():
@@ -51,10 +89,10 @@ def test_reproduce_smoke(data_dir, shared_cache, monkeypatch, tmp_path):
     from iclr25.core.registry import run_reproduction
     from iclr25.core.results import read_report
     from iclr25.vbon import reproduce as rp
-    from iclr25.vbon.reflm import RefLMConfig
+    from iclr25.vbon.reflm import reference_lm_spec
 
-    monkeypatch.setitem(rp.LM_SIZES, "quick", RefLMConfig(vocab_size=300, n_layer=1, n_embd=32, n_head=2, max_len=24,
-                                                          max_snippets=400, lr=5e-3))
+    monkeypatch.setitem(rp.LM_SIZES, "quick", reference_lm_spec(vocab_size=300, n_layer=1, n_embd=32, n_head=2,
+                                                                seq_len=24, steps=13, lr=5e-3))
     tiny = replace(rp.QUICK, n_train_prompts=4, n_eval_prompts=4, m=8, ns=(2, 4), betas=(0.5,), steps=2,
                    prompts_per_step=2, samples_per_prompt=2, eval_samples_per_prompt=2, bon_repeats=2,
                    bon_ns=(2, 4), throughput_prompts=4, throughput_n=4, max_new_tokens=6)

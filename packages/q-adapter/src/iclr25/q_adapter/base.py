@@ -3,75 +3,65 @@
 Corpus (general-assistant text, never the new preference): the chosen dialogues of the HH-RLHF
 helpful test split (minus a held-out part for the forgetting metric) and DSP ``normal`` (original
 Alpaca) responses of the training queries, rendered as ``"## Human:\\n{q}\\n\\n## Assistant:\\n{r}"``.
-Tokenizer: a byte-level BPE (vocab 2,048) trained on that corpus with ``tokenizers`` (spec Sec. 4.2),
-or the core's byte tokenizer (``tokenizer="byte"``). The model and tokenizer are saved with
-``save_pretrained`` under the iclr25 cache and reloaded on the next call.
+Tokenizer and model: the core's :func:`iclr25.core.lm.cached_tiny_lm` (a byte-level BPE, vocab 2,048,
+trained on that corpus with ``tokenizers``, spec Sec. 4.2, or the byte tokenizer; stream packing),
+saved with ``save_pretrained`` under ``<iclr25 cache>/q-adapter/tinylm-<key>`` and reloaded afterwards.
 
 :func:`load_base` also accepts any local path or Hugging Face id (``AutoModelForCausalLM``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
-import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import torch
-
-from iclr25.core.data import cache_dir
-from iclr25.core.seed import seed_everything
+from iclr25.core.lm.pretrain import TinyLMSpec
 
 from .data import dsp_prompt, load_dsp, load_hh_rlhf, split_queries
 
-__all__ = ["BaseLMConfig", "general_corpus", "pretrain_base", "load_base", "heldout_general_texts", "check_context",
-           "model_context"]
+__all__ = ["BaseLMConfig", "QUICK_BASE", "FULL_BASE", "general_corpus", "load_embedded_base", "load_base",
+           "heldout_general_texts", "check_context", "model_context"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class BaseLMConfig:
-    """Size and pre-training budget of the embedded base LM (spec Sec. 4.2)."""
+    """The embedded base LM: its size and pre-training schedule (a core ``TinyLMSpec``) and the corpus.
 
-    n_layer: int = 2
-    """Transformer blocks (quick 2, full 4)."""
-    n_embd: int = 128
-    """Width (quick 128, full 256)."""
-    n_head: int = 4
-    """Attention heads."""
-    n_positions: int = 192
-    """Context length."""
-    vocab_size: int = 2048
-    """BPE vocabulary (ignored for ``tokenizer="byte"``)."""
-    tokenizer: str = "bpe"
-    """``"bpe"`` (trained here) or ``"byte"`` (core's byte tokenizer, 258 ids)."""
-    seq_len: int = 96
-    """Tokens per pre-training sequence."""
-    batch_size: int = 16
-    steps: int = 250
-    lr: float = 3e-3
-    seed: int = 0
+    Args:
+        lm: tokenizer, size and schedule (spec Sec. 4.2: quick 2 layers d=128, full 4 layers d=256).
+        dsp_train_queries: DSP queries (of 661, seeded split) in the train part; their ``normal``
+            answers join the corpus.
+        heldout_helpful: helpful dialogues kept out of pre-training (the forgetting metric's held-out text).
+    """
+
+    lm: TinyLMSpec = field(default_factory=lambda: TinyLMSpec(
+        n_layer=2, n_embd=128, n_head=4, n_positions=192, vocab_size=2048, packing="stream", seq_len=96,
+        batch_size=16, steps=250, lr=3e-3, warmup_frac=0.08))
     dsp_train_queries: int = 500
-    """DSP queries (of 661, seeded split) in the train part; their ``normal`` answers join the corpus."""
     heldout_helpful: int = 300
-    """Helpful dialogues kept out of pre-training (the forgetting metric's held-out general text)."""
 
-    def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+    def __post_init__(self) -> None:
+        if not isinstance(self.lm, TinyLMSpec):
+            raise ValueError(f"BaseLMConfig.lm must be a TinyLMSpec, got {type(self.lm).__name__}")
+        for name in ("dsp_train_queries", "heldout_helpful"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"BaseLMConfig.{name} must be >= 0, got {getattr(self, name)}")
 
 
 QUICK_BASE = BaseLMConfig()
-FULL_BASE = BaseLMConfig(n_layer=4, n_embd=256, n_head=4, n_positions=256, seq_len=128, steps=600, lr=2e-3)
+FULL_BASE = BaseLMConfig(lm=TinyLMSpec(n_layer=4, n_embd=256, n_head=4, n_positions=256, vocab_size=2048,
+                                       packing="stream", seq_len=128, batch_size=16, steps=600, lr=2e-3,
+                                       warmup_frac=0.08))
 
 
 def general_corpus(cfg: BaseLMConfig) -> list[str]:
-    """The pre-training texts (see module docstring)."""
+    """The pre-training texts (see module docstring).
+
+    Raises: :class:`iclr25.core.data.DataNotFoundError` when the mirrored text is absent.
+    """
     helpful = load_hh_rlhf(split="helpful")
     texts = [p.prompt + p.chosen for p in helpful[cfg.heldout_helpful:]]
     recs = load_dsp()
@@ -88,73 +78,17 @@ def heldout_general_texts(n_helpful: int = 300, n_harmless: int = 300) -> list[s
     return [p.prompt + p.chosen for p in helpful] + [p.prompt + p.chosen for p in harmless]
 
 
-def _train_bpe(texts: list[str], vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+def load_embedded_base(cfg: BaseLMConfig = QUICK_BASE, *, progress: bool = True) -> tuple[Any, Any]:
+    """The embedded base for ``cfg``: pre-trained once on :func:`general_corpus` by the core's
+    :func:`~iclr25.core.lm.cached_tiny_lm` (namespace ``q-adapter``) and reloaded from its cache afterwards.
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   pad_token="<pad>", clean_up_tokenization_spaces=False)
-
-
-def pretrain_base(cfg: BaseLMConfig = QUICK_BASE, *, out_dir: str | Path | None = None,
-                  progress: bool = True) -> tuple[Any, Any]:
-    """Train the tokenizer and the tiny GPT-2 on the general corpus; save both to ``out_dir``.
-
-    Returns: ``(model, tokenizer)`` — ``GPT2LMHeadModel`` in eval mode and a fast tokenizer.
+    Returns: ``(model, tokenizer)`` — ``GPT2LMHeadModel`` in eval mode on CPU and a fast tokenizer.
     Raises: :class:`iclr25.core.data.DataNotFoundError` when the mirrored text is absent.
     """
-    from iclr25.core.progress import progress as _progress
+    from iclr25.core.lm import cached_tiny_lm
 
-    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
-
-    t0 = time.perf_counter()
-    seed_everything(cfg.seed)
-    texts = general_corpus(cfg)
-    tok = _train_bpe(texts, cfg.vocab_size) if cfg.tokenizer == "bpe" else byte_tokenizer()
-    eos = tok.eos_token_id
-    ids = tok(texts, add_special_tokens=False)["input_ids"]
-    stream = np.fromiter((t for seq in ids for t in (*seq, eos)), dtype=np.int64)
-    model = tiny_causal_lm(vocab_size=len(tok), n_positions=cfg.n_positions, n_embd=cfg.n_embd,
-                           n_layer=cfg.n_layer, n_head=cfg.n_head, seed=cfg.seed,
-                           eos_token_id=eos, pad_token_id=tok.pad_token_id)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
-    rng = np.random.default_rng(cfg.seed)
-    model.train()
-    bar = _progress(range(cfg.steps), desc="pre-train base", unit="step", quiet=None if progress else True)
-    L = cfg.seq_len
-    for _ in bar:
-        starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)
-        x = torch.from_numpy(np.stack([stream[s:s + L] for s in starts]))
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()
-    log.info("pre-trained base LM (%d layers, d=%d, %d tokens in corpus) in %.1f s, last loss %.3f",
-             cfg.n_layer, cfg.n_embd, len(stream), time.perf_counter() - t0, loss.item())
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(out)
-        tok.save_pretrained(out)
-        (out / "base_lm_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    model, tok, _ = cached_tiny_lm("q-adapter", general_corpus(cfg), cfg.lm, progress=progress)
     return model, tok
-
-
-def embedded_base_dir(cfg: BaseLMConfig = QUICK_BASE) -> Path:
-    """Cache folder of the embedded base for ``cfg``."""
-    return cache_dir() / "q-adapter" / f"base-{cfg.key()}"
 
 
 def model_context(model: Any) -> int | None:
@@ -205,17 +139,9 @@ def load_base(base: str = "embedded", *, quick: bool = True, device: str = "auto
         if load_in_4bit or load_in_8bit or device_map is not None:
             raise ValueError("--load-in-4bit/8bit and --device-map apply to a real --base model, not to the "
                              "tiny embedded base")
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         from iclr25.core.lm.loading import resolve_dtype
 
-        cfg = cfg or (QUICK_BASE if quick else FULL_BASE)
-        d = embedded_base_dir(cfg)
-        if (d / "config.json").is_file():
-            model = AutoModelForCausalLM.from_pretrained(d)
-            tok = AutoTokenizer.from_pretrained(d)
-        else:
-            model, tok = pretrain_base(cfg, out_dir=d)
+        model, tok = load_embedded_base(cfg or (QUICK_BASE if quick else FULL_BASE))
         dt = resolve_dtype(dtype)
         if dt != "auto":
             model = model.to(dt)

@@ -10,8 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from iclr25.core.config import (Command, CommonOptions, ReproduceOptions, SeedOption, reproduce_command,
-                                run_cli)
+from iclr25.core.config import (
+    Command,
+    CommonOptions,
+    ReproduceOptions,
+    SeedOption,
+    reproduce_command,
+    run_cli,
+)
 from iclr25.core.lm.loading import ModelLoadOptions
 
 from ._version import __version__
@@ -156,6 +162,9 @@ class TabularArgs(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class ReproduceArgs(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale; writes OUT/results.{json,md}."""
+
+    workers: int | None = None
+    """Processes the seeds run in (default min(#seeds, #CPUs), --threads torch threads each; 1: in-process)."""
 
 
 def _pairs(data: str, domain: str, part: str):

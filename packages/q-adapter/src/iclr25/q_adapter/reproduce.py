@@ -17,7 +17,7 @@ import torch
 from iclr25.core.results import Claim
 from iclr25.core.seed import seed_everything
 
-from .base import FULL_BASE, QUICK_BASE, BaseLMConfig, heldout_general_texts, load_base
+from .base import FULL_BASE, QUICK_BASE, BaseLMConfig, heldout_general_texts, load_base, load_embedded_base
 from .config import QAdapterConfig
 from .data import load_dsp, load_dsp_pairs, split_queries, tokenize_pairs
 from .evaluate import general_nll, pair_accuracy
@@ -138,8 +138,56 @@ def _gap_vs_spread(ours: list[float], base: list[float]) -> str:
     return f"mean gap {gap:+.4f} {verdict} the seed spread (max sd {sd:.4f}, {len(ours)} seeds)"
 
 
-def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = None,
-              quiet: bool = False) -> list[Claim]:
+def _tabular_worker(iters: int, threads: int) -> tuple[dict[str, Any], float]:
+    from iclr25.core.threads import set_threads
+
+    set_threads(threads)
+    t0 = time.perf_counter()
+    return tabular_check(iters=iters), time.perf_counter() - t0
+
+
+def _seed_worker(s: ReproSettings, seed: int, threads: int) -> dict[str, Any]:
+    """One seed of :func:`run_dsp` in a worker process (one torch thread; the base is already cached)."""
+    from iclr25.core.threads import set_threads
+
+    set_threads(threads)
+    return run_dsp(s, seed, progress=False)
+
+
+def _run_all(s: ReproSettings, *, workers: int, threads: int, quiet: bool) -> tuple[dict, float, list[dict]]:
+    """Tabular check and every seed. With ``workers > 1`` (spawned processes, ``threads`` torch threads each)
+    the tabular check runs while this process pre-trains (or loads) the base, then the seeds run side by
+    side; the numbers do not depend on ``workers`` (``test_parallel_seeds_equal_in_process``)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from iclr25.core.progress import progress as bar_of
+    from iclr25.core.threads import limited_threads
+
+    if workers <= 1 or len(s.seeds) == 1:
+        with limited_threads(threads):
+            t0 = time.perf_counter()
+            tab = tabular_check(iters=s.tabular_iters)
+            t_tab = time.perf_counter() - t0
+            runs = [run_dsp(s, seed, progress=not quiet) for seed in s.seeds]
+        return tab, t_tab, runs
+    with ProcessPoolExecutor(max_workers=min(workers, len(s.seeds)), mp_context=get_context("spawn")) as pool:
+        tab_f = pool.submit(_tabular_worker, s.tabular_iters, threads)
+        with limited_threads(threads):
+            load_embedded_base(s.base, progress=not quiet)  # pre-train once (cached) before the seeds start
+        futs = [pool.submit(_seed_worker, s, seed, threads) for seed in s.seeds]
+        bar = bar_of(total=len(futs), desc="q-adapter reproduce", unit="seed", quiet=True if quiet else None)
+        runs = []
+        for f in futs:
+            runs.append(f.result())
+            bar.update()
+        bar.close()
+        tab, t_tab = tab_f.result()
+    return tab, t_tab, runs
+
+
+def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = None, quiet: bool = False,
+              threads: int | None = None, workers: int | None = None) -> list[Claim]:
     """Measure the claims (spec Sec. 4; issue 4 names, issue 28 additions). Writes ``raw.json`` and
     ``curve.csv`` (held-out accuracy vs steps, every method and seed) into ``out_dir``.
 
@@ -148,18 +196,30 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
         out_dir: output folder.
         seeds: override the seeds.
         quiet: no progress bars.
+        threads: torch threads per process (default 1).
+        workers: processes the seeds run in (default ``min(#seeds, #CPUs)``; 1 = all in this process).
+
+    Raises:
+        ValueError: empty ``seeds``, ``workers < 1`` or ``threads < 1``.
     """
+    import os
+
     s = QUICK if quick else FULL
     if seeds is not None:
         if not seeds:
             raise ValueError("--seeds needs at least one seed")
         s = replace(s, seeds=tuple(int(x) for x in seeds))
+    if workers is None:
+        workers = min(len(s.seeds), os.cpu_count() or 1)
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    threads = 1 if threads is None else threads
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
     out_dir = Path(out_dir)
-    t0 = time.perf_counter()
-    tab = tabular_check(iters=s.tabular_iters)
-    t_tab = time.perf_counter() - t0
-    runs = [run_dsp(s, seed, progress=not quiet) for seed in s.seeds]
-    raw = {"settings": asdict(s), "tabular": tab, "tabular_seconds": t_tab, "dsp_runs": runs}
+    tab, t_tab, runs = _run_all(s, workers=workers, threads=threads, quiet=quiet)
+    raw = {"settings": asdict(s), "workers": workers, "threads": threads, "tabular": tab, "tabular_seconds": t_tab,
+           "dsp_runs": runs}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "raw.json").write_text(json.dumps(raw, indent=2, default=str) + "\n", encoding="utf-8")
     lines = ["method,seed,step,pair_accuracy"]
@@ -170,7 +230,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
 
     v = lambda m, k: [r[m][k] for r in runs]  # noqa: E731
     mean = lambda m, k: float(np.mean(v(m, k)))  # noqa: E731
-    scale = (f"tiny GPT-2 ({s.base.n_layer}L, d={s.base.n_embd}) pre-trained on CPU; DSP {s.domain}, "
+    scale = (f"tiny GPT-2 ({s.base.lm.n_layer}L, d={s.base.lm.n_embd}) pre-trained on CPU; DSP {s.domain}, "
              f"{runs[0]['n_train_pairs']} train / {runs[0]['n_test_pairs']} test pairs, {runs[0]['dpo']['steps']} "
              f"steps, seeds {list(s.seeds)}")
     pts = lambda m: "; ".join(f"{st}:{np.mean([r[m]['curve'][i][1] for r in runs]):.3f}"  # noqa: E731

@@ -45,9 +45,8 @@ __all__ = [
     "TfidfSentimentReward",
     "HFRewardModel",
     "call_reward",
-    "RefLMConfig",
     "load_reference_lm",
-    "pretrain_reference_lm",
+    "reference_lm_spec",
 ]
 
 # Imported on first use (module __getattr__), so that `import iclr25.vbon` and `iclr25-vbon --help`
@@ -75,9 +74,8 @@ _LAZY = {
     "policy_gradient_loss": "objective",
     "rloo_advantages": "objective",
     "vbon_reward": "objective",
-    "RefLMConfig": "reflm",
     "load_reference_lm": "reflm",
-    "pretrain_reference_lm": "reflm",
+    "reference_lm_spec": "reflm",
     "HFRewardModel": "rewards",
     "TfidfSentimentReward": "rewards",
     "call_reward": "rewards",

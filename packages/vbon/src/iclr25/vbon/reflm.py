@@ -1,59 +1,48 @@
-"""The embedded tiny reference LM ``pi_ref``: a GPT-2-architecture model (``iclr25.core.lm.tiny_causal_lm``)
-pre-trained from scratch on the mirrored movie-review snippets, cached on disk so later runs are offline
-and instant (stand-in for ``lvwerra/gpt2-imdb``).
+"""The embedded tiny reference LM ``pi_ref``: a GPT-2-architecture model pre-trained from scratch on the
+mirrored movie-review snippets by the core's :func:`iclr25.core.lm.cached_tiny_lm` and cached on disk
+(``<iclr25 cache>/vbon/tinylm-<key>``), so later runs are offline and instant (stand-in for
+``lvwerra/gpt2-imdb``).
 
 Tokenizer: a byte-level BPE with a 2,048-token vocabulary trained on the same snippets (spec §4.2), or the
 core's 258-token byte tokenizer (``tokenizer="byte"``). Both add ``<|endoftext|>`` as BOS to every encoded
-text, so prompts are always conditioned on a start token.
+text, so prompts are always conditioned on a start token. Each snippet is one training sequence
+(``packing="sequences"``: BOS + text + EOS, truncated to ``seq_len`` tokens).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-import torch
+from iclr25.core.lm.pretrain import TinyLMSpec
 
-__all__ = ["RefLMConfig", "vbon_cache_dir", "train_bpe_tokenizer", "pretrain_reference_lm", "load_reference_lm"]
+__all__ = ["REFERENCE_LM_DEFAULTS", "reference_lm_spec", "vbon_cache_dir", "load_reference_lm"]
 
 log = logging.getLogger(__name__)
 
+#: vbon's schedule for the reference LM (spec §4.2: 1 epoch; quick 2 layers d=128, full 4 layers d=256):
+#: one snippet per sequence with BOS, at most 64 tokens, 32 per step, AdamW lr 2e-3 with betas (0.9, 0.95),
+#: 5 % linear warm-up then cosine decay.
+REFERENCE_LM_DEFAULTS: dict[str, Any] = dict(
+    tokenizer="bpe", vocab_size=2048, add_bos=True, n_layer=2, n_embd=128, n_head=4, n_positions=128,
+    packing="sequences", seq_len=64, steps=None, epochs=1.0, batch_size=32, lr=2e-3, beta2=0.95, warmup_frac=0.05)
 
-@dataclass(frozen=True)
-class RefLMConfig:
-    """Size and pre-training schedule of the embedded reference LM (spec §4.2: quick 2 layers d=128,
-    full 4 layers d=256; 1 epoch).
 
-    Args:
-        tokenizer: ``"bpe"`` (byte-level BPE, ``vocab_size`` tokens) or ``"byte"`` (core byte tokenizer).
-        vocab_size: BPE vocabulary size incl. the two special tokens.
-        n_layer, n_embd, n_head: transformer size.
-        max_len: longest training sequence in tokens (longer snippets are truncated).
-        epochs: passes over the 90% training split.
-        batch_size: sequences per step.
-        lr: peak AdamW learning rate (linear warm-up over 5% of steps, cosine decay).
-        seed: initialisation and shuffling seed.
-        max_snippets: train on the first ``max_snippets`` training snippets only (tests); ``None``: all.
+def reference_lm_spec(**overrides: Any) -> TinyLMSpec:
+    """The core :class:`~iclr25.core.lm.TinyLMSpec` of the reference LM: :data:`REFERENCE_LM_DEFAULTS`
+    with ``overrides`` (e.g. ``n_layer=4``). ``n_positions`` grows to ``seq_len`` when that is longer.
+
+    Raises:
+        ValueError: an unknown field, or a value ``TinyLMSpec`` rejects.
     """
-
-    tokenizer: str = "bpe"
-    vocab_size: int = 2048
-    n_layer: int = 2
-    n_embd: int = 128
-    n_head: int = 4
-    max_len: int = 64
-    epochs: float = 1.0
-    batch_size: int = 32
-    lr: float = 2e-3
-    seed: int = 0
-    max_snippets: int | None = None
-
-    def key(self, data_sha: str) -> str:
-        return hashlib.sha256(json.dumps([asdict(self), data_sha, "v1"]).encode()).hexdigest()[:12]
+    kw = {**REFERENCE_LM_DEFAULTS, **overrides}
+    if "n_positions" not in overrides:
+        kw["n_positions"] = max(kw["n_positions"], kw["seq_len"])
+    try:
+        return TinyLMSpec(**kw)
+    except TypeError as e:
+        raise ValueError(f"reference_lm_spec: {e}") from None
 
 
 def vbon_cache_dir() -> Path:
@@ -63,114 +52,31 @@ def vbon_cache_dir() -> Path:
     return cache_dir() / "vbon"
 
 
-def _add_bos(fast) -> None:
-    from tokenizers.processors import TemplateProcessing
+def load_reference_lm(spec: TinyLMSpec | None = None, data=None, *, max_snippets: int | None = None,
+                      cache: str | Path | None = None, progress: bool = True):
+    """The cached reference LM for ``spec``, pre-trained on the mirrored polarity train split.
 
-    bos = fast.bos_token
-    fast._tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, fast.bos_token_id)])
-
-
-def train_bpe_tokenizer(texts: list[str], vocab_size: int = 2048):
-    """Train a byte-level BPE on ``texts``; returns a ``PreTrainedTokenizerFast`` that prepends BOS.
-
-    Specials: ``<|endoftext|>`` (BOS/EOS, id 0) and ``<pad>`` (id 1).
-    """
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = ByteLevelBPETokenizer(add_prefix_space=False)
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2,
-                            special_tokens=["<|endoftext|>", "<pad>"], show_progress=False)
-    fast = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
-                                   eos_token="<|endoftext|>", pad_token="<pad>", clean_up_tokenization_spaces=False)
-    _add_bos(fast)
-    return fast
-
-
-def _make_tokenizer(cfg: RefLMConfig, texts: list[str]):
-    if cfg.tokenizer == "bpe":
-        return train_bpe_tokenizer(texts, cfg.vocab_size)
-    if cfg.tokenizer == "byte":
-        from iclr25.core.lm import byte_tokenizer
-
-        tok = byte_tokenizer()
-        _add_bos(tok)
-        return tok
-    raise ValueError(f"RefLMConfig.tokenizer must be 'bpe' or 'byte', got {cfg.tokenizer!r}")
-
-
-def pretrain_reference_lm(texts: list[str], cfg: RefLMConfig = RefLMConfig(), progress: bool = True):
-    """Train the tokenizer and a ``tiny_causal_lm`` on ``texts`` (plain next-token LM, BOS + text + EOS).
+    Args:
+        spec: size and schedule (default :func:`reference_lm_spec`).
+        data: a :class:`~iclr25.vbon.data.PolarityData` (default: :func:`~iclr25.vbon.data.load_polarity`).
+        max_snippets: train on the first ``max_snippets`` training snippets only (tests); ``None``: all.
+        cache: cache root (default the iclr25 cache); the model lives in ``<cache>/vbon/tinylm-<key>``.
+        progress: progress bar while pre-training.
 
     Returns:
-        ``(model, tokenizer)``; the model in eval mode on CPU.
-    """
-    from iclr25.core.lm import tiny_causal_lm
-    from iclr25.core.progress import progress as progress_bar
-
-    if not texts:
-        raise ValueError("pretrain_reference_lm: no texts")
-    if cfg.max_snippets is not None:
-        texts = texts[: cfg.max_snippets]
-    tok = _make_tokenizer(cfg, texts)
-    g = torch.Generator().manual_seed(cfg.seed)
-    enc = tok(texts, add_special_tokens=True)["input_ids"]
-    seqs = [torch.tensor((ids + [tok.eos_token_id])[: cfg.max_len]) for ids in enc]
-    model = tiny_causal_lm(vocab_size=len(tok), n_positions=max(cfg.max_len, 128), n_embd=cfg.n_embd,
-                           n_layer=cfg.n_layer, n_head=cfg.n_head, seed=cfg.seed,
-                           eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    model.config.bos_token_id = tok.bos_token_id
-    n_steps = max(1, math.ceil(cfg.epochs * len(seqs) / cfg.batch_size))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    warm = max(1, n_steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / n_steps))))
-    order = torch.cat([torch.randperm(len(seqs), generator=g) for _ in range(math.ceil(cfg.epochs) + 1)])
-    model.train()
-    bar = progress_bar(range(n_steps), desc="pretrain reference LM", quiet=None if progress else True)
-    for s in bar:
-        idx = order[s * cfg.batch_size:(s + 1) * cfg.batch_size]
-        batch = torch.nn.utils.rnn.pad_sequence([seqs[i] for i in idx], batch_first=True,
-                                                padding_value=tok.pad_token_id)
-        attn = (batch != tok.pad_token_id).long()
-        labels = batch.masked_fill(attn == 0, -100)
-        loss = model(input_ids=batch, attention_mask=attn, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if s % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()
-    return model, tok
-
-
-def load_reference_lm(cfg: RefLMConfig = RefLMConfig(), data=None, cache: str | Path | None = None,
-                      progress: bool = True):
-    """The cached reference LM for ``cfg``: loaded from ``<cache>/reflm-<key>`` or pre-trained on the
-    mirrored polarity train split and saved there (``save_pretrained``, safetensors).
-
-    Returns:
-        ``(model, tokenizer)``, model in eval mode.
+        ``(model, tokenizer)``, model in eval mode on CPU.
 
     Raises:
         iclr25.core.data.DataNotFoundError: when it must be trained and the mirror is missing.
+        ValueError: ``max_snippets < 1``.
     """
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from iclr25.core.lm import cached_tiny_lm
 
     from .data import load_polarity
 
+    if max_snippets is not None and max_snippets < 1:
+        raise ValueError(f"max_snippets must be >= 1 (or None), got {max_snippets}")
     data = data or load_polarity()
-    d = Path(cache) if cache else vbon_cache_dir() / f"reflm-{cfg.key(data.sha)}"
-    if (d / "config.json").is_file() and (d / "tokenizer.json").is_file():
-        tok = PreTrainedTokenizerFast.from_pretrained(d)
-        _add_bos(tok)
-        return AutoModelForCausalLM.from_pretrained(d).eval(), tok
-    log.info("pre-training the reference LM (cached at %s)", d)
-    model, tok = pretrain_reference_lm(data.train_texts, cfg, progress=progress)
-    d.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    (d / "reflm_config.json").write_text(json.dumps(asdict(cfg)))
+    texts = data.train_texts if max_snippets is None else data.train_texts[:max_snippets]
+    model, tok, _ = cached_tiny_lm("vbon", texts, spec or reference_lm_spec(), cache=cache, progress=progress)
     return model, tok

@@ -6,15 +6,15 @@ import copy
 from pathlib import Path
 
 from .config import ModelArgs
-from .reflm import RefLMConfig
+from .reflm import reference_lm_spec
 
 __all__ = ["LM_SIZES", "load_policy", "load_reward", "default_prompts", "clone_policy"]
 
 LM_SIZES = {
     # CPU scale: 2 layers, d=64 (spec: d=128; halved to fit the quick budget on a shared 2-core machine).
-    "quick": RefLMConfig(n_layer=2, n_embd=64, n_head=2, epochs=1.0),
+    "quick": reference_lm_spec(n_layer=2, n_embd=64, n_head=2, epochs=1.0),
     # spec §4.2 full: 4 layers, d=256; d=128 here to keep the full reproduction near 30 CPU-minutes.
-    "full": RefLMConfig(n_layer=4, n_embd=128, n_head=4, epochs=2.0, lr=1e-3),
+    "full": reference_lm_spec(n_layer=4, n_embd=128, n_head=4, epochs=2.0, lr=1e-3),
 }
 
 

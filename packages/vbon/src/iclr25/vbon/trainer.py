@@ -32,7 +32,7 @@ from .objective import kl_k3, policy_gradient_loss, rloo_advantages, vbon_reward
 from .rewards import RewardFn, call_reward
 from .sampling import Samples, response_logprobs, sample, sample_texts
 
-__all__ = ["VBoNTrainer", "Rollout", "evaluate_policy", "win_rate"]
+__all__ = ["VBoNTrainer", "Rollout", "evaluate_policy", "win_rate", "check_sharding"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,34 @@ def _evaluate(policy, ref_policy, tokenizer, reward_fn, prompts, samples_per_pro
 _RANK_STRIDE = 1_000_003
 
 
+def check_sharding(accelerator) -> None:
+    """Refuse the sharding set-ups vBoN's rollouts cannot use (``accelerate launch --config_file ...``).
+
+    Rollouts are sampled with ``generate`` from the full policy on every rank: DeepSpeed ZeRO-3 partitions
+    the weights (gathering them needs ``deepspeed`` itself, which this package does not import) and FSDP2
+    has no ``summon_full_params``. Supported: one process, DDP, FSDP v1 (``configs/accelerate/fsdp.yaml``),
+    DeepSpeed ZeRO-1/2 (``configs/accelerate/deepspeed-zero2.yaml``).
+
+    Raises:
+        ValueError: ZeRO stage 3, or ``fsdp_version: 2``.
+    """
+    from accelerate.utils import DistributedType
+
+    dt = accelerator.distributed_type
+    state = getattr(accelerator, "state", None)
+    if dt == DistributedType.DEEPSPEED:
+        plugin = getattr(state, "deepspeed_plugin", None)
+        if plugin is not None and int(getattr(plugin, "zero_stage", 0)) == 3:
+            raise ValueError("vBoN samples rollouts from the whole policy on every rank, and DeepSpeed ZeRO-3 "
+                             "partitions its weights; launch with configs/accelerate/deepspeed-zero2.yaml or "
+                             "configs/accelerate/fsdp.yaml instead")
+    if dt == DistributedType.FSDP:
+        plugin = getattr(state, "fsdp_plugin", None)
+        if plugin is not None and int(getattr(plugin, "fsdp_version", 1)) == 2:
+            raise ValueError("vBoN's rollouts under FSDP need summon_full_params (FSDP v1); set fsdp_version: 1 "
+                             "in the accelerate config (configs/accelerate/fsdp.yaml)")
+
+
 def _disable_dropout(model) -> None:
     """Set every ``nn.Dropout`` probability to 0 (TRL's ``disable_dropout_in_model``)."""
     for mod in model.modules():
@@ -172,6 +200,7 @@ class VBoNTrainer:
         self.tokenizer = tokenizer
         self.reward_fn = reward_fn
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        check_sharding(self.accelerator)
         opt = torch.optim.AdamW(policy.parameters(), lr=config.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=1e-6)
         self.policy, self.optimizer = self.accelerator.prepare(policy, opt)
         self.ref_policy = ref_policy.to(self.accelerator.device).eval()
@@ -183,6 +212,21 @@ class VBoNTrainer:
         # one prompt stream per rank (rank 0 keeps the single-process stream): ranks draw different data
         self.generator = torch.Generator().manual_seed(config.seed + _RANK_STRIDE * int(self.accelerator.process_index))
         self.history: list[dict[str, float]] = []
+
+    def _full_policy_for_sampling(self):
+        """Context and model to sample rollouts from. Under FSDP (v1) the root's own shards (embeddings,
+        head) are gathered with ``FullyShardedDataParallel.summon_full_params(recurse=False, writeback=False)``
+        and ``generate`` runs through the wrapped policy, so each decoder-layer unit gathers its weights in
+        its own forward; otherwise (one process, DDP, ZeRO-2) the unwrapped policy, no context."""
+        from contextlib import nullcontext
+
+        from accelerate.utils import DistributedType
+
+        if self.accelerator.distributed_type == DistributedType.FSDP:
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+            return FSDP.summon_full_params(self.policy, recurse=False, writeback=False), self.policy
+        return nullcontext(), self.unwrapped
 
     @property
     def unwrapped(self):
@@ -223,9 +267,11 @@ class VBoNTrainer:
         idx = torch.randint(len(self.prompts), (cfg.prompts_per_step,), generator=self.generator)
         batch = [self.prompts[i] for i in idx.tolist()]
         torch.manual_seed(cfg.seed * 100_003 + self.step + _RANK_STRIDE * self.rank)
+        gather, sampler = self._full_policy_for_sampling()
         with self._eval_forward():
-            s = sample(self.unwrapped, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens,
-                       cfg.temperature)
+            with gather:
+                s = sample(sampler, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens,
+                           cfg.temperature)
             r = call_reward(self.reward_fn, s.prompts, s.continuations)
             old = response_logprobs(self.policy, s)
             mask_full = s.response_mask + (s.prompt_mask if cfg.ref_logprob_scope == "full" else 0)
