@@ -363,6 +363,11 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: Sequence[int] | None =
         jobs += [("synthetic", cfg["n_ft"], s, tuple(cfg["keeps"]), quiet) for s in syn_seeds]
     if "real" in tasks:
         jobs += [("real", cfg["real_n_ft"], s, (HEADLINE_KEEP,), quiet) for s in real_seeds]
+    if "real" in tasks:  # fail now, not after the synthetic jobs: the files exist and are large enough
+        from .tasks import make_real_safety_task
+
+        for s in real_seeds:
+            make_real_safety_task(cfg["real_n_ft"], seed=s)
     t0 = time.perf_counter()
     jobs_dir = out / "jobs"
     jobs_dir.mkdir(exist_ok=True)
