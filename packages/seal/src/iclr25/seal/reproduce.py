@@ -250,7 +250,7 @@ def _details_md(rs: list[dict[str, Any]], title: str) -> str:
     sel = ["", "| selector | AUROC unsafe | AUROC low quality | Spearman vs base loss |", "|---|---|---|---|"]
     for m in ("seal_sgd", "seal_adam", "loss_filter", "random"):
         if m in rs[0]["selection"]:
-            get = lambda key: _fmt(_ms([r["selection"][m][key] for r in rs])) if key in rs[0]["selection"][m] else "—"  # noqa: E731
+            get = lambda key, m=m: _fmt(_ms([r["selection"][m][key] for r in rs])) if key in rs[0]["selection"][m] else "—"  # noqa: E731
             sel.append(f"| {m} | {get('auroc_unsafe')} | {get('auroc_low_quality')} | {get('spearman_vs_base_loss')} |")
     return "\n".join(out + sel) + "\n"
 
