@@ -33,7 +33,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from iclr25.core.lm import tiny_causal_lm
-    from iclr25.seal import BilevelConfig, SFTConfig, encode_pairs, make_synthetic_safety_task, sft, train_selector
+    from iclr25.seal import (
+        BilevelConfig,
+        SFTConfig,
+        encode_pairs,
+        make_synthetic_safety_task,
+        sft,
+        train_selector,
+    )
     from iclr25.seal.tasks import word_tokenizer
 
     task = make_synthetic_safety_task(450, seed=0)

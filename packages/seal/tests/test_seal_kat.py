@@ -3,7 +3,6 @@ torch's cross_entropy)."""
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -53,7 +52,8 @@ def test_selector_gradient_matches_closed_form(kind):
     # independent float64 closed form
     om, L = omega.numpy(), ell.numpy()
     if kind == "softmax":
-        p = np.exp(om - om.max()); p /= p.sum()
+        p = np.exp(om - om.max())
+        p /= p.sum()
         ref = -(n / b) * p * (p[idx.numpy()] * L).sum()
         ref[idx.numpy()] += (n / b) * p[idx.numpy()] * L
     else:
@@ -126,7 +126,8 @@ def test_one_token_response_of_probability_one_has_zero_loss_and_prompt_never_co
     assert float(loss.detach()) == pytest.approx(0.0, abs=1e-6)
     # a model that is bad on prompt tokens only: same loss
     bad = _Oracle(10, ids, prompt_logit=0.0)
-    ids2 = ids.clone(); ids2[0, 1] = 9             # change a prompt token
+    ids2 = ids.clone()
+    ids2[0, 1] = 9             # change a prompt token
     assert torch.equal(per_sample_lm_loss(bad, ids2, attn, resp), loss)
     with pytest.raises(ValueError, match="no response tokens"):
         per_sample_lm_loss(bad, ids, attn, torch.zeros_like(resp))

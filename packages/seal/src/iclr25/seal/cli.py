@@ -209,7 +209,14 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     from iclr25.core.jsonl import write_jsonl
     from iclr25.core.runinfo import write_run_files
 
-    from .metrics import ProgrammaticJudge, exact_match, generate_responses, refusal_rate, safety_margin, win_rate
+    from .metrics import (
+        ProgrammaticJudge,
+        exact_match,
+        generate_responses,
+        refusal_rate,
+        safety_margin,
+        win_rate,
+    )
 
     t0 = time.perf_counter()
     out = Path(cfg.out)
@@ -218,9 +225,10 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     model = tok = None
     needs_model = cfg.responses is None and cfg.generator == "transformers" or any("refusal" in r for r in recs)
     if needs_model and cfg.model is not None:
+        from iclr25.core.seed import choose_device
+
         from .runtime import PlainRuntime
         from .scale import load_model
-        from iclr25.core.seed import choose_device
 
         model, tok = load_model(cfg.model, cfg, PlainRuntime(choose_device(cfg.device)), adapter=cfg.adapter,
                                 trainable=False)

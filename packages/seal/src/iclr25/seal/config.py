@@ -378,6 +378,9 @@ class ReproduceConfig(ReproduceOptions):
     """default: synthetic for --quick, synthetic + the real-text variant for the full run"""
     workers: int = 2
     """worker processes (one torch thread each; seeds run in parallel)"""
+    resume: bool = False
+    """reuse the per-job records (OUT/jobs/*.json, written as each (task, seed) finishes) of an earlier run
+    with the same settings and run only the missing jobs"""
 
     def __post_init__(self) -> None:
         _check_int("workers", self.workers)

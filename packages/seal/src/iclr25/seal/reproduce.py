@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -250,7 +250,7 @@ def _details_md(rs: list[dict[str, Any]], title: str) -> str:
     sel = ["", "| selector | AUROC unsafe | AUROC low quality | Spearman vs base loss |", "|---|---|---|---|"]
     for m in ("seal_sgd", "seal_adam", "loss_filter", "random"):
         if m in rs[0]["selection"]:
-            get = lambda key: _fmt(_ms([r["selection"][m][key] for r in rs])) if key in rs[0]["selection"][m] else "—"  # noqa: E731
+            get = lambda key, m=m: _fmt(_ms([r["selection"][m][key] for r in rs])) if key in rs[0]["selection"][m] else "—"  # noqa: E731
             sel.append(f"| {m} | {get('auroc_unsafe')} | {get('auroc_low_quality')} | {get('spearman_vs_base_loss')} |")
     return "\n".join(out + sel) + "\n"
 
@@ -303,8 +303,35 @@ def _job(args: tuple[str, int, int, tuple[float, ...], bool]) -> dict[str, Any]:
     return run_task_seed(task, n_ft, seed, keeps, threads=1)
 
 
+def _job_file(job: tuple[str, int, int, tuple[float, ...], bool]) -> str:
+    task, n_ft, seed, keeps, _ = job
+    return f"{task}_n{n_ft}_seed{seed}_keeps{'-'.join(f'{k:g}' for k in keeps)}.json"
+
+
+def _save_job(jobs_dir: Path, job: tuple[str, int, int, tuple[float, ...], bool], rec: dict[str, Any]) -> dict[str, Any]:
+    path = jobs_dir / _job_file(job)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, default=float) + "\n")
+    tmp.replace(path)  # atomic: a killed run leaves whole records only
+    log.info("reproduce: job %s done in %.0f s (record %s)", path.stem, rec["seconds"]["total"], path)
+    return json.loads(path.read_text())
+
+
+def _read_job(path: Path, job: tuple[str, int, int, tuple[float, ...], bool]) -> dict[str, Any]:
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a valid job record ({e}); delete it or run without --resume") from None
+    task, n_ft, seed, keeps, _ = job
+    got = (rec.get("task"), rec.get("n_ft"), rec.get("seed"), [float(k) for k in rec.get("keeps", [])])
+    if got != (task, n_ft, seed, [float(k) for k in keeps]):
+        raise ValueError(f"{path}: record is for (task, n_ft, seed, keeps) = {got}, expected "
+                         f"{(task, n_ft, seed, list(keeps))}; delete it or run without --resume")
+    return rec
+
+
 def reproduce(quick: bool, out_dir: str | Path, *, seeds: Sequence[int] | None = None, data: str = "default",
-              workers: int = 2, quiet: bool = False) -> list[Claim]:
+              workers: int = 2, quiet: bool = False, resume: bool = False) -> list[Claim]:
     """Run the CPU-scale reproduction and return its claims (see the module docstring).
 
     Args:
@@ -315,6 +342,13 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: Sequence[int] | None =
         data: ``default`` | ``synthetic`` | ``real`` | ``all``.
         workers: worker processes (one torch thread each).
         quiet: warnings only in the workers.
+        resume: reuse the per-job records ``out_dir/jobs/<task>_n<N>_seed<s>_keeps<...>.json`` that a run
+            writes as each (task, seed) job finishes, and run only the missing jobs. Without it, earlier
+            records of the same jobs are deleted first.
+
+    Raises:
+        ValueError: a job record that does not match its job (another task, N, seed or keeps) or is not
+            valid JSON.
     """
     cfg = dict(QUICK if quick else FULL)
     out = Path(out_dir)
@@ -329,12 +363,33 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: Sequence[int] | None =
         jobs += [("synthetic", cfg["n_ft"], s, tuple(cfg["keeps"]), quiet) for s in syn_seeds]
     if "real" in tasks:
         jobs += [("real", cfg["real_n_ft"], s, (HEADLINE_KEEP,), quiet) for s in real_seeds]
+    if "real" in tasks:  # fail now, not after the synthetic jobs: the files exist and are large enough
+        from .tasks import make_real_safety_task
+
+        for s in real_seeds:
+            make_real_safety_task(cfg["real_n_ft"], seed=s)
     t0 = time.perf_counter()
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
-            results = list(pool.map(_job, jobs))
+    jobs_dir = out / "jobs"
+    jobs_dir.mkdir(exist_ok=True)
+    done: dict[int, dict[str, Any]] = {}
+    for i, j in enumerate(jobs):
+        path = jobs_dir / _job_file(j)
+        if path.exists() and not resume:
+            path.unlink()  # a fresh run never mixes with an earlier run's records
+        elif path.exists():
+            rec = _read_job(path, j)
+            done[i] = rec
+            log.info("reproduce: reusing %s (--resume)", path.name)
+    todo = [i for i in range(len(jobs)) if i not in done]
+    if workers > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+            futs = {pool.submit(_job, jobs[i]): i for i in todo}
+            for f in as_completed(futs):
+                done[futs[f]] = _save_job(jobs_dir, jobs[futs[f]], f.result())
     else:
-        results = [_job(j) for j in jobs]
+        for i in todo:
+            done[i] = _save_job(jobs_dir, jobs[i], _job(jobs[i]))
+    results = [done[i] for i in range(len(jobs))]
     log.info("reproduce: %d jobs in %.0f s", len(jobs), time.perf_counter() - t0)
     claims: list[Claim] = []
     md = []

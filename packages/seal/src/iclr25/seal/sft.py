@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any

@@ -257,13 +257,14 @@ def _truncate_words(text: str, k: int) -> str:
 def make_real_safety_task(n_ft: int = 900, *, n_safe: int = 300, n_base_benign: int = 1000,
                           n_base_refusal: int = 500, n_eval: int = 100, seed: int = 0,
                           safety_path: str | Path | None = None, gsm8k_path: str | Path | None = None,
-                          max_question_words: int = 48, answer_words: int = 24) -> SafetyTask:
+                          max_question_words: int = 64, answer_words: int = 24) -> SafetyTask:
     """The real-text variant (spec §4.2): harmful instructions with safe answers (SafeInstr file of the SEAL
     repository; answers cut to ``answer_words`` words) and GSM8K questions → ``the answer is X .``.
 
     D_ft: 2/3 benign GSM8K, 1/6 unsafe (held-out harmful instructions + placeholder compliance), 1/6
     low quality (GSM8K questions with a wrong number). Questions longer than ``max_question_words``
-    words are not used (the tiny model has 96 positions). The harmful instructions of the base,
+    words are not used (the tiny model has 96 positions; 64 words leave room for the template and the
+    answer, and keep 2,357 of the 3,000 questions — 48 kept 1,508, too few for N = 900). The harmful instructions of the base,
     D_safe, D_ft and the evaluation are disjoint.
 
     Args:
