@@ -44,6 +44,10 @@ def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "methods.md").is_file()
     # multi-version training forwards exactly the counted rows (routing)
     assert all(r["multi"]["rows_forwarded"] == r["multi"]["rows_counted"] for r in runs)
+    # the multi-version skill LoRA trains V x skill-epochs subject-epochs (30 subjects, batch 64: 1 step each),
+    # so every (question, version) row is counted about as often as a single-version row
+    assert all(r["multi"]["epochs"] == 3.0 and r["multi"]["steps"] == 3 and r["single"]["steps"] == 1 for r in runs)
+    assert R.multi_epochs(replace(tiny, multi_epochs=7)) == 7.0
 
 
 def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):
