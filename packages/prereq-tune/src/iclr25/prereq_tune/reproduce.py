@@ -359,7 +359,7 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
               ours=mean(c11), baseline=mean(c12), margin=0.5, paper="Table 2: 94.83 vs 6.90",
               note=f"vs V1 {_fmt(c11)}, vs V2 {_fmt(c12)}; {_gap_note(c11, c12, True, 0.5)}; fictitious training "
                    f"questions with the knowledge LoRA plugged back in (multi-version skill LoRA, "
-                   f"{runs[0]['multi'].get('epochs', '?')} subject-epochs, {runs[0]['multi']['steps']} steps)."),
+                   f"{runs[0]['multi'].get('epochs', '?')} subject-epochs, {runs[0]['multi'].get('steps', '?')} steps)."),
         Claim("control/v2_adapter_follows_v2", f"accuracy of {k2}+Δskill vs version-2 answers (baseline: vs version 1)",
               ours=mean(c22), baseline=mean(c21), margin=0.5, paper="Table 2: 95.40 vs 13.22",
               note=f"vs V2 {_fmt(c22)}, vs V1 {_fmt(c21)}; {_gap_note(c22, c21, True, 0.5)}."),
