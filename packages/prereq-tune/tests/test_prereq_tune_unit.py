@@ -209,3 +209,44 @@ def test_resume_refuses_changed_knowledge_adapter(world, tok, base, tmp_path):
     with pytest.raises(FrozenTensorError, match="differ from the checkpoint"):
         train_skill_adapter(m, tok, ex, ["know_v1"], TrainArgs(epochs=3, lr=5e-3, batch_size=8, max_length=32),
                             fmt=TINY_FORMAT, quiet=True, checkpoint_dir=tmp_path / "c", resume=True)
+
+
+# -- the official hub data from a local copy (resolved through core ``resolve`` under ICLR25_DATA) -------
+def _parquet(path, rows):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def test_read_hub_split_from_local_copy(tmp_path, monkeypatch):
+    from iclr25.prereq_tune import KnowledgeText, hub_split_path, read_hub_split
+
+    root = tmp_path / "data"
+    monkeypatch.setenv("ICLR25_DATA", str(root))
+    base = root / "Shiyu-Lab" / "Prereq_Tune"
+    _parquet(base / "bio_knowledge" / "train_fake-00000-of-00001.parquet",
+             [{"text": "Ann was born in Oslo.", "version": 0}, {"text": "Ann was born in Lima.", "version": 1}])
+    msgs = lambda q, a: [{"role": "user", "content": q}, {"role": "assistant", "content": a}]  # noqa: E731
+    _parquet(base / "popqa_skill" / "train-00000-of-00001.parquet",
+             [{"messages": msgs("Where was Ann born?", "Oslo"), "version": 1, "fake": True},
+              {"messages": msgs("Who wrote Hamlet?", "Shakespeare"), "version": 2, "fake": False}])
+    assert hub_split_path("bio_knowledge", "train_fake") == base / "bio_knowledge" / "train_fake-00000-of-00001.parquet"
+    know = read_hub_split("bio_knowledge", "train_fake")
+    # zero-based versions are shifted as a whole: 0 -> 1, 1 -> 2 (never merged)
+    assert know == [KnowledgeText("Ann was born in Oslo.", "know_v1"), KnowledgeText("Ann was born in Lima.", "know_v2")]
+    skill = read_hub_split("popqa_skill", "train")
+    assert [(e.question, e.answer, e.version, e.fake) for e in skill] == [
+        ("Where was Ann born?", "Oslo", 1, True), ("Who wrote Hamlet?", "Shakespeare", 2, False)]
+    from iclr25.core.data import DataNotFoundError
+
+    with pytest.raises(DataNotFoundError):
+        read_hub_split("bio_skill", "train")
+    _parquet(base / "bad" / "train-00000-of-00001.parquet", [{"text": "  ", "version": 1}])
+    with pytest.raises(ValueError, match="row 1: empty 'text'"):
+        read_hub_split("bad", "train")
+    _parquet(base / "neg" / "train-00000-of-00001.parquet", [{"text": "x y", "version": -1}])
+    with pytest.raises(ValueError, match="'version'=-1"):
+        read_hub_split("neg", "train")

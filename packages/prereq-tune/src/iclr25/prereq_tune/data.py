@@ -418,7 +418,8 @@ def read_hub_split(config: str, split: str, *, path: str | Path | None = None,
     :class:`KnowledgeText` rows named ``name_template``. Skill configs (``*_skill``) have
     ``messages`` (user question, assistant answer), ``version`` and ``fake``; they become
     :class:`SkillExample` rows. Missing ``version`` means version 1, missing ``fake`` means
-    fictitious for ``train_fake`` splits and real otherwise.
+    fictitious for ``train_fake`` splits and real otherwise. Zero-based versions (the smallest
+    version in the file is 0) are shifted as a whole to 1-based.
 
     Raises:
         DataNotFoundError: the file is not in the local copy. ImportError: pyarrow missing.
@@ -434,13 +435,21 @@ def read_hub_split(config: str, split: str, *, path: str | Path | None = None,
     rows = pq.read_table(p).to_pylist()
     if not rows:
         raise ValueError(f"{p}: no rows")
+    raw_v: list[int] = []
+    for i, r in enumerate(rows, start=1):
+        v = r.get("version", 1)
+        if v is None:
+            v = 1
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+            raise ValueError(f"{p}:row {i}: 'version'={v!r} must be an integer >= 0")
+        raw_v.append(int(v))
+    # a copy with zero-based versions (0..V-1) is shifted as a whole to 1..V, so that versions 0 and 1
+    # never merge; a one-based copy is read as is
+    shift = 1 if min(raw_v) == 0 else 0
     out: list[Any] = []
     for i, r in enumerate(rows, start=1):
         where = f"{p}:row {i}"
-        v = r.get("version", 1)
-        v = 1 if v is None else int(v)
-        if v < 1:
-            v += 1  # zero-based versions in a copy: shift to 1-based
+        v = raw_v[i - 1] + shift
         if "text" in r and "messages" not in r:
             t = r["text"]
             if not isinstance(t, str) or not t.strip():
