@@ -176,10 +176,25 @@ def _finetune(cfg: FinetuneConfig) -> int:
     return 0
 
 
+def _align_labels(ds, model, *, declared: bool):
+    """Map an evaluation file's labels with the model's class names (saved at training time) when every
+    label of the file is one of them: a test file holding only some classes (e.g. only "pos") must not be
+    renumbered from 0. Declared ``--labels`` and integer class indices are kept as they are."""
+    names = [str(x) for x in getattr(model, "label_names", None) or []]
+    if declared or not names or ds.label_names == names[:len(ds.label_names)]:
+        return ds
+    if not set(ds.label_names) <= set(names):
+        return ds
+    idx = {n: i for i, n in enumerate(names)}
+    ds.labels = [idx[ds.label_names[y]] for y in ds.labels]
+    ds.label_names = list(names)
+    return ds
+
+
 def _test_sets(cfg, model, n_clean, n_triggered):
     from .data import tokenize, triggered_set
 
-    ds = _load_data(cfg, cfg.split)
+    ds = _align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels))
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has labels {ds.label_names} but the model has {model.num_classes} classes")
@@ -254,6 +269,20 @@ def merge_shards(out: Path, num: int) -> Path:
     return final
 
 
+#: certify flags that may change between a run and its --resume (they do not change a certificate)
+_RESUMABLE = {"out", "device", "threads", "quiet", "resume", "chunk", "n"}
+
+
+def _certify_settings(cfg: CertifyConfig) -> dict:
+    """The settings a certificate depends on (all flags but those in ``_RESUMABLE``), JSON-ready."""
+    from dataclasses import fields
+
+    def js(v):
+        return list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
+
+    return {f.name: js(getattr(cfg, f.name)) for f in fields(cfg) if f.name not in _RESUMABLE}
+
+
 def _certify(cfg: CertifyConfig) -> int:
     import warnings
 
@@ -275,10 +304,23 @@ def _certify(cfg: CertifyConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
     done = set()
+    settings = _certify_settings(cfg)
+    spath = out / "certify_settings.json"
     if path.is_file():
         if not cfg.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
+        if spath.is_file():
+            old = json.loads(spath.read_text())
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            if diff:
+                raise ValueError("--resume: the settings differ from those of the certificates in "
+                                 f"{path}: " + ", ".join(f"{k} (was {old.get(k)!r}, now {settings.get(k)!r})"
+                                                         for k in diff)
+                                 + "; resuming would mix certificates of two settings (only --n, --chunk, "
+                                 "--device, --threads, --quiet may change; use another --out)")
         done = {int(r["index"]) for r in read_jsonl(path, required=("index",), torn_tail="drop")}
+    if not spath.is_file() or not path.is_file():
+        _write_json(spath, settings)
     mine = [i for i in range(len(texts)) if i % world == rank and i not in done]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,0 +1,99 @@
+"""A new user's inputs: label mapping of partial files, unrecognised headers, and --resume safety
+(corrupt checkpoints, changed settings) for finetune and certify."""
+
+import json
+
+import pytest
+
+from iclr25.frs.bmps import train_classifier
+from iclr25.frs.cli import _align_labels, main
+from iclr25.frs.data import load_dataset, load_jsonl
+from iclr25.frs.models import TinyClassifier, Vocab
+
+
+def _write(p, text):
+    p.write_text(text)
+    return p
+
+
+def test_integer_labels_are_class_indices_even_when_a_class_is_absent(tmp_path):
+    # a file of positives only must keep label 1 (it was renumbered to 0 before)
+    ds = load_dataset(str(_write(tmp_path / "pos.tsv", "sentence\tlabel\ngood film\t1\ngreat fun\t1\n")))
+    assert ds.labels == [1, 1] and ds.label_names == ["0", "1"]
+    ds = load_jsonl(_write(tmp_path / "p.jsonl", '{"text": "good", "label": 2}\n{"text": "bad", "label": 0}\n'))
+    assert ds.labels == [2, 0] and ds.label_names == ["0", "1", "2"]
+    # negative integers are mapped in numeric order
+    ds = load_dataset(str(_write(tmp_path / "pm.tsv", "a b\t1\nc d\t-1\ne f\t1\n")))
+    assert ds.labels == [1, 0, 1] and ds.label_names == ["-1", "1"]
+
+
+def test_unrecognised_header_is_an_error_not_a_class(tmp_path):
+    p = _write(tmp_path / "h.tsv", "txt\tlbl\nthe film is great\t1\na dull mess\t0\nwarm and lovely\t1\n")
+    with pytest.raises(ValueError, match=r"h.tsv:1: the first row .* looks like a header.*--header yes"):
+        load_dataset(str(p))
+    ds = load_dataset(str(p), header="yes", text_column="txt", label_column="lbl")
+    assert ds.texts[0] == "the film is great" and ds.label_names == ["0", "1"]
+    # string labels: a singleton first-row label while the other labels repeat
+    q = _write(tmp_path / "s.tsv", "review_text\tclass\ngood\tpos\nbad\tneg\nfine\tpos\nawful\tneg\n")
+    with pytest.raises(ValueError, match="looks like a header"):
+        load_dataset(str(q))
+    assert len(load_dataset(str(q), header="no")) == 5  # the user says it is data: kept
+    # an ordinary headerless file is not affected
+    r = _write(tmp_path / "n.tsv", "good film\t1\nbad film\t0\nfine film\t1\n")
+    assert load_dataset(str(r)).labels == [1, 0, 1]
+
+
+def test_evaluation_labels_follow_the_model_class_names(tmp_path):
+    clf = TinyClassifier.create(Vocab.build([["good", "bad"]], min_count=1), 2, d_model=8, n_heads=2, d_ff=8,
+                                label_names=["neg", "pos"])
+    ds = load_dataset(str(_write(tmp_path / "onlypos.tsv", "sentence\tlabel\ngood film\tpos\n")))
+    assert ds.labels == [0]  # on its own the file has one class
+    ds = _align_labels(ds, clf, declared=False)
+    assert ds.labels == [1] and ds.label_names == ["neg", "pos"]
+
+
+def _tiny(seed=0):
+    texts = [["good", "film"], ["bad", "film"], ["great", "fun"], ["dull", "mess"]] * 4
+    labels = [1, 0, 1, 0] * 4
+    clf = TinyClassifier.create(Vocab.build(texts, min_count=1), 2, d_model=8, n_heads=2, d_ff=8, seed=seed)
+    return clf, texts, labels
+
+
+def test_resume_refuses_changed_settings_and_corrupt_checkpoints(tmp_path):
+    clf, x, y = _tiny()
+    train_classifier(clf, x, y, epochs=1, batch_size=4, out=tmp_path, quiet=True)
+    with pytest.raises(ValueError, match=r"settings differ .*lr \(checkpoint 0.001, now 0.01\)"):
+        train_classifier(_tiny()[0], x, y, epochs=2, lr=1e-2, batch_size=4, out=tmp_path, resume=True, quiet=True)
+    with pytest.raises(ValueError, match="data_sha256"):
+        train_classifier(_tiny()[0], x, [1 - v for v in y], epochs=2, batch_size=4, out=tmp_path, resume=True,
+                         quiet=True)
+    hist = train_classifier(_tiny()[0], x, y, epochs=2, batch_size=4, out=tmp_path, resume=True, quiet=True)
+    assert [h["epoch"] for h in hist] == [1, 2]
+    (tmp_path / "checkpoint" / "model.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError, match="cannot be read"):
+        train_classifier(_tiny()[0], x, y, epochs=3, batch_size=4, out=tmp_path, resume=True, quiet=True)
+
+
+def test_cli_resume_errors_are_clean(tmp_path, capsys):
+    clf, x, y = _tiny()
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(f"{' '.join(t)} film\t{v}\n" for t, v in zip(x, y)))
+    clf.save(tmp_path / "m")
+    ft = ["finetune", "--model", str(tmp_path / "m"), "--data", str(data), "--top-layers", "1", "--out",
+          str(tmp_path / "ft"), "--quiet", "--batch-size", "4"]
+    assert main(ft) == 0
+    assert main([*ft, "--resume", "--sigma", "0.05", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "sigma (checkpoint 0.01, now 0.05)" in err and "Traceback" not in err
+    (tmp_path / "ft" / "checkpoint" / "state.json").write_text("{trunc")
+    assert main([*ft, "--resume", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read" in err and "Traceback" not in err
+    cert = ["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--k", "2", "--iterations", "2", "--n",
+            "3", "--out", str(tmp_path / "c"), "--quiet"]
+    assert main(cert) == 0
+    assert main([*cert, "--resume", "--k", "4"]) == 2  # would mix N = 4 and N = 8 certificates
+    err = capsys.readouterr().err
+    assert "k (was 2, now 4)" in err
+    assert main([*cert[:-5], "--n", "5", "--out", str(tmp_path / "c"), "--quiet", "--resume"]) == 0
+    recs = [json.loads(r) for r in (tmp_path / "c" / "certificates.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in recs) == list(range(5)) and {r["num_votes"] for r in recs} == {4}
