@@ -97,3 +97,13 @@ def test_cli_resume_errors_are_clean(tmp_path, capsys):
     assert main([*cert[:-5], "--n", "5", "--out", str(tmp_path / "c"), "--quiet", "--resume"]) == 0
     recs = [json.loads(r) for r in (tmp_path / "c" / "certificates.jsonl").read_text().splitlines()]
     assert sorted(r["index"] for r in recs) == list(range(5)) and {r["num_votes"] for r in recs} == {4}
+
+
+def test_target_outside_the_model_classes_is_an_error(tmp_path, capsys):
+    clf, x, y = _tiny()
+    clf.save(tmp_path / "m")
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(f"{' '.join(t)}\t{v}\n" for t, v in zip(x, y)))
+    code = main(["evaluate", "--model", str(tmp_path / "m"), "--data", str(data), "--target", "5", "--k", "2",
+                 "--iterations", "2", "--n-clean", "2", "--n-triggered", "2", "--out", str(tmp_path / "e"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "target=5 is not a class of the model (2 classes" in err  # ran with ASR 0 before

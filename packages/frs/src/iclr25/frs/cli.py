@@ -198,6 +198,9 @@ def _test_sets(cfg, model, n_clean, n_triggered):
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has labels {ds.label_names} but the model has {model.num_classes} classes")
+    if n_triggered != 0 and cfg.target >= model.num_classes:
+        raise ValueError(f"target={cfg.target} is not a class of the model ({model.num_classes} classes "
+                         f"{getattr(model, 'label_names', '')}); the attack success rate would be 0 by construction")
     idx = _subset(len(toks), n_clean, seed=1)
     cx, cy = [toks[i] for i in idx], [ds.labels[i] for i in idx]
     tx, ty, spans = [], [], []
