@@ -107,3 +107,35 @@ def test_target_outside_the_model_classes_is_an_error(tmp_path, capsys):
                  "--iterations", "2", "--n-clean", "2", "--n-triggered", "2", "--out", str(tmp_path / "e"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "target=5 is not a class of the model (2 classes" in err  # ran with ASR 0 before
+
+
+def test_conditional_radius_never_exceeds_the_segment_at_omega_high():
+    """A trigger longer than |T| cannot lie inside T(x'): beyond |T| tokens the radius continues with ω_L.
+    Independent check: the largest real m with 1 − ω_in^min(m,|T|) ω_out^max(0,m−|T|) <= gap/2, by bisection."""
+    import math
+
+    from iclr25.frs.bounds import certified_radius, clopper_pearson_lower, segment_radius_tokens
+
+    lower = clopper_pearson_lower(40, 40, 0.05)  # K = 20, n = 2 unanimous: 0.9278
+    pa, pb, L = lower, 1 - lower, 20
+    plain = certified_radius(pa, pb, 0.9, L) * L
+    assert plain > 5  # the formula alone would certify a 5-token trigger "inside" a 3-token T
+    for seg, w_out in ((3, 0.15), (2, 0.2), (3, 0.0)):
+        got = segment_radius_tokens(pa, pb, 0.9, w_out, seg, L)
+        lo, hi = 0.0, float(L)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            keep = 1 - 0.9 ** min(mid, seg) * (w_out ** max(mid - seg, 0.0) if w_out > 0 else (0.0 if mid > seg else 1))
+            lo, hi = (mid, hi) if keep <= (pa - pb) / 2 + 1e-15 else (lo, mid)
+        assert got == pytest.approx(lo, abs=1e-9) and seg <= got < plain
+    # within |T| the formula is unchanged (the spec's known answer)
+    assert segment_radius_tokens(0.9, 0.1, 0.9, 0.15, 5, 20) == pytest.approx(0.2424179592 * 20, abs=1e-9)
+    assert math.isclose(segment_radius_tokens(0.9, 0.1, 0.9, 0.15, 5, 20), certified_radius(0.9, 0.1, 0.9, 20) * 20)
+
+
+@pytest.mark.parametrize("sub", ["evaluate", "certify", "demo"])
+def test_untrained_minilm_head_is_refused_outside_finetune(sub, tmp_path, capsys):
+    # before: evaluate/certify/demo built MiniLM with a random head and reported its numbers
+    assert main([sub, "--model", "minilm", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "untrained classification head" in err and "Traceback" not in err

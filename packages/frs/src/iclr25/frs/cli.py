@@ -47,7 +47,10 @@ def _subset(n_items: int, n: int | None, skip: int = 0, seed: int = 0):
 
 
 def _load_model(spec: str, device: str, *, token_unit: str = "whitespace", num_labels: int | None = None,
-                dtype: str = "auto", device_map: str | None = None):
+                dtype: str = "auto", device_map: str | None = None, new_head: bool = False):
+    if spec == "minilm" and not new_head:
+        raise ValueError("--model minilm gives MiniLM with a new, untrained classification head: fine-tune it first "
+                         "(iclr25-frs finetune --model minilm --out DIR) and pass DIR/model here")
     if spec == "minilm":
         from .hf import MiniLMClassifier
 
@@ -150,7 +153,7 @@ def _finetune(cfg: FinetuneConfig) -> int:
 
     out = Path(cfg.out)
     ds = _load_data(cfg, "train")
-    model = _load_model(cfg.model, _device(cfg.device), token_unit=cfg.token_unit,
+    model = _load_model(cfg.model, _device(cfg.device), token_unit=cfg.token_unit, new_head=True,
                         num_labels=cfg.num_labels or len(ds.label_names), dtype=cfg.dtype, device_map=cfg.device_map)
     if cfg.resume and (out / "checkpoint" / "state.json").is_file() is False:
         raise ValueError(f"--resume: no checkpoint in {out / 'checkpoint'} (run without --resume first)")
