@@ -139,3 +139,19 @@ def test_untrained_minilm_head_is_refused_outside_finetune(sub, tmp_path, capsys
     assert main([sub, "--model", "minilm", "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "untrained classification head" in err and "Traceback" not in err
+
+
+def test_certify_resume_after_a_torn_last_line(tmp_path):
+    """A crash mid-append leaves a torn last line; --resume must drop it, not bury it mid-file (that made the
+    final read fail with an invalid-JSON line)."""
+    clf, x, y = _tiny()
+    clf.save(tmp_path / "m")
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(f"{' '.join(t)}\t{v}\n" for t, v in zip(x, y)))
+    cert = ["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--k", "4", "--iterations", "2",
+            "--chunk", "2", "--out", str(tmp_path / "c"), "--quiet"]
+    assert main([*cert, "--n", "2"]) == 0
+    path = tmp_path / "c" / "certificates.jsonl"
+    path.write_text(path.read_text() + '{"index": 2, "label": 0, "p_a"')  # torn, no newline
+    assert main([*cert, "--n", "4", "--resume"]) == 0
+    recs = [json.loads(r) for r in path.read_text().splitlines()]
+    assert sorted(r["index"] for r in recs) == [0, 1, 2, 3] and all("p_a" in r for r in recs)

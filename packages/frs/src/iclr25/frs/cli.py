@@ -292,7 +292,7 @@ def _certify_settings(cfg: CertifyConfig) -> dict:
 def _certify(cfg: CertifyConfig) -> int:
     import warnings
 
-    from iclr25.core.jsonl import append_jsonl, read_jsonl
+    from iclr25.core.jsonl import append_jsonl, read_jsonl, write_jsonl
     from iclr25.core.progress import progress
     from iclr25.core.runinfo import write_run_files
 
@@ -324,7 +324,12 @@ def _certify(cfg: CertifyConfig) -> int:
                                                          for k in diff)
                                  + "; resuming would mix certificates of two settings (only --n, --chunk, "
                                  "--device, --threads, --quiet may change; use another --out)")
-        done = {int(r["index"]) for r in read_jsonl(path, required=("index",), torn_tail="drop")}
+        kept = read_jsonl(path, required=("index",), torn_tail="drop")
+        if len(kept) != sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()):
+            # a line torn by a crash: rewrite the file without it, or the appended records would leave it
+            # in the middle of the file, where it is an error
+            write_jsonl(path, kept)
+        done = {int(r["index"]) for r in kept}
     if not spath.is_file() or not path.is_file():
         _write_json(spath, settings)
     mine = [i for i in range(len(texts)) if i % world == rank and i not in done]
