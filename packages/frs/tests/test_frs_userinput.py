@@ -81,6 +81,7 @@ def test_cli_resume_errors_are_clean(tmp_path, capsys):
     ft = ["finetune", "--model", str(tmp_path / "m"), "--data", str(data), "--top-layers", "1", "--out",
           str(tmp_path / "ft"), "--quiet", "--batch-size", "4"]
     assert main(ft) == 0
+    assert main(ft) == 2 and "pass --resume to continue it" in capsys.readouterr().err  # no silent overwrite
     assert main([*ft, "--resume", "--sigma", "0.05", "--epochs", "2"]) == 2
     err = capsys.readouterr().err
     assert "sigma (checkpoint 0.01, now 0.05)" in err and "Traceback" not in err

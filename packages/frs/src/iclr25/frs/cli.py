@@ -157,6 +157,9 @@ def _finetune(cfg: FinetuneConfig) -> int:
                         num_labels=cfg.num_labels or len(ds.label_names), dtype=cfg.dtype, device_map=cfg.device_map)
     if cfg.resume and (out / "checkpoint" / "state.json").is_file() is False:
         raise ValueError(f"--resume: no checkpoint in {out / 'checkpoint'} (run without --resume first)")
+    if not cfg.resume and (out / "checkpoint" / "state.json").is_file():
+        raise ValueError(f"{out / 'checkpoint'} holds a fine-tuning checkpoint; pass --resume to continue it or "
+                         "choose another --out (a new run would overwrite it and append to its metrics.jsonl)")
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has {len(ds.label_names)} classes {ds.label_names} but the model has "
@@ -387,8 +390,9 @@ def _demo(cfg: DemoConfig) -> int:
             base = ["--out", str(out / "attack"), "--quiet", "--d-model", "32", "--d-ff", "64", "--seed", str(cfg.seed)]
             if main(["attack", *base]) != 0:
                 return 2
+            again = ["--resume"] if (out / "finetune" / "checkpoint" / "state.json").is_file() else []
             if main(["finetune", "--model", str(out / "attack" / "model"), "--out", str(out / "finetune"), "--skip",
-                     "2000", "--top-layers", "1", "--quiet"]) != 0:
+                     "2000", "--top-layers", "1", "--quiet", *again]) != 0:
                 return 2
         model_path = str(mdir)
     else:
