@@ -156,3 +156,16 @@ def test_certify_resume_after_a_torn_last_line(tmp_path):
     assert main([*cert, "--n", "4", "--resume"]) == 0
     recs = [json.loads(r) for r in path.read_text().splitlines()]
     assert sorted(r["index"] for r in recs) == [0, 1, 2, 3] and all("p_a" in r for r in recs)
+
+
+def test_finetune_records_the_data_class_names_on_the_model(tmp_path):
+    clf, x, y = _tiny()  # label names "0", "1" (as after an attack on integer labels)
+    clf.save(tmp_path / "m")
+    rows = "".join(f"{' '.join(t)},{'pos' if v else 'neg'}\n" for t, v in zip(x, y))
+    data = _write(tmp_path / "d.csv", "text,label\n" + rows)
+    assert main(["finetune", "--model", str(tmp_path / "m"), "--data", str(data), "--top-layers", "1", "--out",
+                 str(tmp_path / "ft"), "--quiet", "--batch-size", "8"]) == 0
+    saved = TinyClassifier.load(tmp_path / "ft" / "model")
+    assert saved.label_names == ["neg", "pos"]
+    only_pos = load_dataset(str(_write(tmp_path / "p.csv", "text,label\ngood film,pos\n")))
+    assert _align_labels(only_pos, saved, declared=False).labels == [1]

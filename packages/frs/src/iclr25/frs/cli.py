@@ -172,6 +172,10 @@ def _finetune(cfg: FinetuneConfig) -> int:
     hist = bmps_finetune(model, [toks[i] for i in idx], [ds.labels[i] for i in idx], bcfg, out=out,
                          resume=cfg.resume, quiet=cfg.quiet)
     mdir = out / "model"
+    if len(ds.label_names) == model.num_classes:
+        # the fine-tuned head predicts the data's class indices: record their names, so that evaluate/certify
+        # map a test file's string labels (also one holding only some classes) the same way
+        model.label_names = list(ds.label_names)
     model.save(mdir)
     (mdir / "bmps.json").write_text((out / "bmps.json").read_text())
     ds.save_label_map(out / "label_map.json")
