@@ -201,8 +201,14 @@ def test_certify_abstains_and_radius():
     assert c.segment[0] <= 1 < c.segment[1]
     assert c.p_b_upper == pytest.approx(1 - c.p_a_lower)
     if not c.abstain:
-        from iclr25.frs import certified_radius
-        assert c.radius == pytest.approx(certified_radius(c.p_a_lower, 1 - c.p_a_lower, c.omega, 10))
+        from iclr25.frs import certified_radius, segment_radius_tokens
+        plain = certified_radius(c.p_a_lower, 1 - c.p_a_lower, c.omega, 10) * 10
+        seg = c.segment[1] - c.segment[0]
+        w_out = (0.3 * 10 - c.omega * seg) / (10 - seg)  # the budget-preserving ω_L
+        assert c.radius_tokens == pytest.approx(segment_radius_tokens(c.p_a_lower, 1 - c.p_a_lower, c.omega, w_out,
+                                                                      seg, 10))
+        # N = 40: the formula alone gives more tokens than T(x') holds; beyond |T| the radius uses ω_L
+        assert plain > seg and seg <= c.radius_tokens < plain
         assert c.radius_tokens == pytest.approx(c.radius * 10) and c.conditional
     s = summarize_certificates([c])
     assert set(s) >= {"abstention_rate", "mean_radius", "certified_rate", "short_texts"}

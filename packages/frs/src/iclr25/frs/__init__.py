@@ -34,6 +34,7 @@ _LAZY = {
     "clopper_pearson_upper": "bounds",
     "certified_radius": "bounds",
     "certified_edits": "bounds",
+    "segment_radius_tokens": "bounds",
     "radius_ratio": "bounds",
     "check_num_votes": "bounds",
     "min_votes_one_dissent": "bounds",

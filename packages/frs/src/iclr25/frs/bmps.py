@@ -243,6 +243,15 @@ def _mask_tokens(batch: list[list[str]], rate: float, mask_token: str, rng: np.r
     return out
 
 
+def _data_digest(texts: Sequence[Sequence[str]], labels: Sequence[int]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for t, y in zip(texts, labels):
+        h.update(("\x1f".join(t) + "\x1e" + str(int(y)) + "\n").encode("utf-8"))
+    return h.hexdigest()
+
+
 def train_classifier(clf, texts: Sequence[Sequence[str]], labels: Sequence[int], *, epochs: int = 1,
                      lr: float = 1e-3, batch_size: int = 32, clip_norm: float | None = 1.0,
                      weight_decay: float = 0.0, sigma: float = 0.0, top_layers: int = 0,
@@ -266,8 +275,10 @@ def train_classifier(clf, texts: Sequence[Sequence[str]], labels: Sequence[int],
         Per-epoch records ``{"epoch", "loss", "train_acc", "steps"}``.
 
     Raises:
-        ValueError: mismatched lengths, labels outside [0, C), an empty text, or ``resume`` without
-            a checkpoint in ``out``.
+        ValueError: mismatched lengths, labels outside [0, C), an empty text; with ``resume``: no
+            checkpoint in ``out``, an unreadable (corrupt) checkpoint, one of another model, or settings
+            (lr, batch size, clip, σ, H, noise, masking, seed, the data's digest) that differ from the
+            checkpoint's — only ``epochs`` may change.
     """
     from iclr25.core.progress import progress
 
@@ -288,15 +299,39 @@ def train_classifier(clf, texts: Sequence[Sequence[str]], labels: Sequence[int],
     history: list[dict] = []
     start_epoch = 0
     ckpt = Path(out) / "checkpoint" if out is not None else None
+    # everything but the number of epochs must match for --resume to continue the same run
+    settings = {"lr": lr, "batch_size": batch_size, "clip_norm": clip_norm, "weight_decay": weight_decay,
+                "sigma": sigma, "top_layers": top_layers if sigma > 0 else None, "noise": noise if sigma > 0 else None,
+                "mask_rate": mask_rate, "seed": seed, "n_texts": len(texts),
+                "data_sha256": _data_digest(texts, labels)}
     if resume:
         if ckpt is None or not (ckpt / "state.json").is_file():
             raise ValueError(f"--resume: no checkpoint in {ckpt} (run without --resume first)")
         from safetensors.torch import load_file
 
-        module.load_state_dict(load_file(str(ckpt / "model.safetensors")))
-        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-        st = json.loads((ckpt / "state.json").read_text())
-        start_epoch, history = int(st["epoch"]), list(st["history"])
+        try:
+            st = json.loads((ckpt / "state.json").read_text())
+            start_epoch, history = int(st["epoch"]), list(st["history"])
+            state = load_file(str(ckpt / "model.safetensors"))
+            opt_state = torch.load(ckpt / "optimizer.pt", weights_only=True)
+        except Exception as e:  # corrupt / truncated files: a clear error, not a traceback
+            raise ValueError(f"--resume: the checkpoint in {ckpt} cannot be read ({type(e).__name__}: {e}); "
+                             "delete the folder or run without --resume") from e
+        old = st.get("settings")
+        if old is not None:
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            if diff:
+                raise ValueError("--resume: the settings differ from the checkpoint's in "
+                                 + ", ".join(f"{k} (checkpoint {old.get(k)!r}, now {settings.get(k)!r})" for k in diff)
+                                 + "; only --epochs may change when resuming (use another --out for a new run)")
+        if start_epoch > epochs:
+            raise ValueError(f"--resume: the checkpoint already has {start_epoch} epochs but --epochs is {epochs}")
+        try:
+            module.load_state_dict(state)
+            opt.load_state_dict(opt_state)
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise ValueError(f"--resume: the checkpoint in {ckpt} does not fit this model ({e}); "
+                             "use the same --model as the first run") from e
         log.info("resumed %s after epoch %d", desc, start_epoch)
     n = len(texts)
     steps_per_epoch = math.ceil(n / batch_size)
@@ -357,7 +392,8 @@ def train_classifier(clf, texts: Sequence[Sequence[str]], labels: Sequence[int],
             save_file({k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()},
                       str(ckpt / "model.safetensors"))
             torch.save(opt.state_dict(), ckpt / "optimizer.pt")
-            (ckpt / "state.json").write_text(json.dumps({"epoch": epoch + 1, "history": history}))
+            (ckpt / "state.json").write_text(json.dumps({"epoch": epoch + 1, "history": history,
+                                                         "settings": settings}))
             with open(Path(out) / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
     if bar is not None:
@@ -386,10 +422,11 @@ def bmps_finetune(model, texts: Sequence[Sequence[str]], labels: Sequence[int], 
     """
     cfg = config or BMPSConfig()
     model.top_parameter_names(cfg.top_layers)  # validates H against the depth
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "bmps.json").write_text(json.dumps(asdict(cfg), indent=2))
-    return train_classifier(model, texts, labels, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
+    hist = train_classifier(model, texts, labels, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
                             clip_norm=cfg.clip_norm, weight_decay=cfg.weight_decay, sigma=cfg.sigma,
                             top_layers=cfg.top_layers, noise=cfg.noise, mask_rate=cfg.mask_rate, seed=cfg.seed,
                             out=out, resume=resume, quiet=quiet, desc="bmps fine-tune")
+    if out is not None:  # after training: a refused --resume leaves the first run's record intact
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "bmps.json").write_text(json.dumps(asdict(cfg), indent=2))
+    return hist

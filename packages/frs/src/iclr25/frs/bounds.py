@@ -25,6 +25,7 @@ __all__ = [
     "clopper_pearson_upper",
     "certified_radius",
     "certified_edits",
+    "segment_radius_tokens",
     "radius_ratio",
     "min_votes_one_dissent",
     "min_votes_unanimous",
@@ -144,6 +145,35 @@ def certified_radius(p_a: float | np.ndarray, p_b: float | np.ndarray, w: float 
         r = np.where(gap > 0, np.log1p(-gap / 2.0) / (L * np.log(w_arr)), 0.0)
     r = np.asarray(r, dtype=np.float64) + 0.0  # -0.0 -> 0.0
     return float(r) if r.ndim == 0 else r
+
+
+def segment_radius_tokens(p_a: float, p_b: float, w_in: float, w_out: float, seg_len: int, length: int) -> float:
+    """The conditional radius in edited tokens when the vulnerable area T(x') has ``seg_len`` tokens [design].
+
+    The radius ``ln(1 − (p_A − p_B)/2) / ln ω_H`` assumes every trigger token lies in T(x') and so is
+    randomised with ω_H; a trigger longer than |T| cannot. Its first |T| tokens get ω_in, the others
+    ω_out (ω_L), so the trigger survives whole with probability ``1 − ω_in^{min(m,|T|)} ω_out^{max(0,m−|T|)}``
+    and the largest m with that below ``(p_A − p_B)/2`` is::
+
+        m = ln(1 − gap/2) / ln ω_in                                   if that is <= |T|
+        m = |T| + (ln(1 − gap/2) − |T| ln ω_in) / ln ω_out            otherwise (|T| when ω_out = 0)
+
+    capped at L. Equals ``certified_radius(p_a, p_b, w_in, L) · L`` whenever that is at most |T|.
+
+    Raises:
+        ValueError: as :func:`certified_radius`, or ``seg_len`` outside [1, L], ω_out outside [0, 1).
+    """
+    m = float(certified_radius(p_a, p_b, w_in, length)) * int(length)
+    if int(seg_len) != seg_len or not 1 <= seg_len <= length:
+        raise ValueError(f"seg_len (|T|) must be an integer in [1, L={length}], got {seg_len!r}")
+    if not (math.isfinite(w_out) and 0.0 <= w_out < 1.0):
+        raise ValueError(f"w_out (omega_L) must be in [0, 1), got {w_out!r}")
+    if m <= seg_len:
+        return m
+    if w_out == 0.0:
+        return float(seg_len)
+    rest = math.log1p(-(p_a - p_b) / 2.0) - seg_len * math.log(w_in)
+    return float(min(seg_len + rest / math.log(w_out), length))
 
 
 def certified_edits(radius: float | np.ndarray, length: int | np.ndarray) -> int | np.ndarray:

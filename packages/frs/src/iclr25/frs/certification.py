@@ -3,7 +3,9 @@
 :func:`certify` turns each text's votes into a certificate: the Clopper–Pearson lower bound p_A
 of the top class over the N = K·n votes, ``p_B = 1 − p_A`` (as in the spec), **abstention when
 p_A <= 1/2**, and otherwise the radius ``R_r = ln(1 − (p_A − p_B)/2) / (L ln ω)`` (a fraction of L;
-``R_r·L`` edited tokens).
+``R_r·L`` edited tokens). For FRS a trigger longer than |T(x')| cannot lie inside T(x'), so the
+radius in tokens beyond |T| continues with ω_L (:func:`~iclr25.frs.bounds.segment_radius_tokens`,
+[design]); it equals the formula whenever that gives at most |T| tokens.
 
 How conditional the radius is: for FRS, ω = ω_H (or the lowered short-text value) — valid only if
 the trigger lies inside the vulnerable area T(x') found by MCTS (Corollary 1), and under
@@ -25,7 +27,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .bounds import certified_edits, certified_radius, check_alpha, check_num_votes, clopper_pearson_lower
+from .bounds import (
+    certified_edits,
+    certified_radius,
+    check_alpha,
+    check_num_votes,
+    clopper_pearson_lower,
+    segment_radius_tokens,
+)
 
 __all__ = ["Certificate", "certify", "summarize_certificates", "empirical_radius"]
 
@@ -101,6 +110,9 @@ def certify(clf, texts: Sequence[Sequence[str]], labels: Sequence[int] | None = 
         abstain = not lower > 0.5
         if abstain or v.omega is None or not clf.certifiable:
             r = 0.0
+        elif v.segment is not None and v.rates is not None:  # targeted: at most |T| tokens at ω_in
+            seg_len = int(v.segment[1] - v.segment[0])
+            r = segment_radius_tokens(lower, upper_b, v.omega, v.rates.w_out, seg_len, v.length) / v.length
         else:
             r = float(certified_radius(lower, upper_b, v.omega, v.length))
         r_unc = 0.0

@@ -47,7 +47,10 @@ def _subset(n_items: int, n: int | None, skip: int = 0, seed: int = 0):
 
 
 def _load_model(spec: str, device: str, *, token_unit: str = "whitespace", num_labels: int | None = None,
-                dtype: str = "auto", device_map: str | None = None):
+                dtype: str = "auto", device_map: str | None = None, new_head: bool = False):
+    if spec == "minilm" and not new_head:
+        raise ValueError("--model minilm gives MiniLM with a new, untrained classification head: fine-tune it first "
+                         "(iclr25-frs finetune --model minilm --out DIR) and pass DIR/model here")
     if spec == "minilm":
         from .hf import MiniLMClassifier
 
@@ -150,10 +153,13 @@ def _finetune(cfg: FinetuneConfig) -> int:
 
     out = Path(cfg.out)
     ds = _load_data(cfg, "train")
-    model = _load_model(cfg.model, _device(cfg.device), token_unit=cfg.token_unit,
+    model = _load_model(cfg.model, _device(cfg.device), token_unit=cfg.token_unit, new_head=True,
                         num_labels=cfg.num_labels or len(ds.label_names), dtype=cfg.dtype, device_map=cfg.device_map)
     if cfg.resume and (out / "checkpoint" / "state.json").is_file() is False:
         raise ValueError(f"--resume: no checkpoint in {out / 'checkpoint'} (run without --resume first)")
+    if not cfg.resume and (out / "checkpoint" / "state.json").is_file():
+        raise ValueError(f"{out / 'checkpoint'} holds a fine-tuning checkpoint; pass --resume to continue it or "
+                         "choose another --out (a new run would overwrite it and append to its metrics.jsonl)")
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has {len(ds.label_names)} classes {ds.label_names} but the model has "
@@ -166,6 +172,10 @@ def _finetune(cfg: FinetuneConfig) -> int:
     hist = bmps_finetune(model, [toks[i] for i in idx], [ds.labels[i] for i in idx], bcfg, out=out,
                          resume=cfg.resume, quiet=cfg.quiet)
     mdir = out / "model"
+    if len(ds.label_names) == model.num_classes:
+        # the fine-tuned head predicts the data's class indices: record their names, so that evaluate/certify
+        # map a test file's string labels (also one holding only some classes) the same way
+        model.label_names = list(ds.label_names)
     model.save(mdir)
     (mdir / "bmps.json").write_text((out / "bmps.json").read_text())
     ds.save_label_map(out / "label_map.json")
@@ -176,13 +186,31 @@ def _finetune(cfg: FinetuneConfig) -> int:
     return 0
 
 
+def _align_labels(ds, model, *, declared: bool):
+    """Map an evaluation file's labels with the model's class names (saved at training time) when every
+    label of the file is one of them: a test file holding only some classes (e.g. only "pos") must not be
+    renumbered from 0. Declared ``--labels`` and integer class indices are kept as they are."""
+    names = [str(x) for x in getattr(model, "label_names", None) or []]
+    if declared or not names or ds.label_names == names[:len(ds.label_names)]:
+        return ds
+    if not set(ds.label_names) <= set(names):
+        return ds
+    idx = {n: i for i, n in enumerate(names)}
+    ds.labels = [idx[ds.label_names[y]] for y in ds.labels]
+    ds.label_names = list(names)
+    return ds
+
+
 def _test_sets(cfg, model, n_clean, n_triggered):
     from .data import tokenize, triggered_set
 
-    ds = _load_data(cfg, cfg.split)
+    ds = _align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels))
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has labels {ds.label_names} but the model has {model.num_classes} classes")
+    if n_triggered != 0 and cfg.target >= model.num_classes:
+        raise ValueError(f"target={cfg.target} is not a class of the model ({model.num_classes} classes "
+                         f"{getattr(model, 'label_names', '')}); the attack success rate would be 0 by construction")
     idx = _subset(len(toks), n_clean, seed=1)
     cx, cy = [toks[i] for i in idx], [ds.labels[i] for i in idx]
     tx, ty, spans = [], [], []
@@ -254,10 +282,24 @@ def merge_shards(out: Path, num: int) -> Path:
     return final
 
 
+#: certify flags that may change between a run and its --resume (they do not change a certificate)
+_RESUMABLE = {"out", "device", "threads", "quiet", "resume", "chunk", "n"}
+
+
+def _certify_settings(cfg: CertifyConfig) -> dict:
+    """The settings a certificate depends on (all flags but those in ``_RESUMABLE``), JSON-ready."""
+    from dataclasses import fields
+
+    def js(v):
+        return list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
+
+    return {f.name: js(getattr(cfg, f.name)) for f in fields(cfg) if f.name not in _RESUMABLE}
+
+
 def _certify(cfg: CertifyConfig) -> int:
     import warnings
 
-    from iclr25.core.jsonl import append_jsonl, read_jsonl
+    from iclr25.core.jsonl import append_jsonl, read_jsonl, write_jsonl
     from iclr25.core.progress import progress
     from iclr25.core.runinfo import write_run_files
 
@@ -275,10 +317,28 @@ def _certify(cfg: CertifyConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
     done = set()
+    settings = _certify_settings(cfg)
+    spath = out / "certify_settings.json"
     if path.is_file():
         if not cfg.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
-        done = {int(r["index"]) for r in read_jsonl(path, required=("index",), torn_tail="drop")}
+        if spath.is_file():
+            old = json.loads(spath.read_text())
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            if diff:
+                raise ValueError("--resume: the settings differ from those of the certificates in "
+                                 f"{path}: " + ", ".join(f"{k} (was {old.get(k)!r}, now {settings.get(k)!r})"
+                                                         for k in diff)
+                                 + "; resuming would mix certificates of two settings (only --n, --chunk, "
+                                 "--device, --threads, --quiet may change; use another --out)")
+        kept = read_jsonl(path, required=("index",), torn_tail="drop")
+        if len(kept) != sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()):
+            # a line torn by a crash: rewrite the file without it, or the appended records would leave it
+            # in the middle of the file, where it is an error
+            write_jsonl(path, kept)
+        done = {int(r["index"]) for r in kept}
+    if not spath.is_file() or not path.is_file():
+        _write_json(spath, settings)
     mine = [i for i in range(len(texts)) if i % world == rank and i not in done]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -334,8 +394,9 @@ def _demo(cfg: DemoConfig) -> int:
             base = ["--out", str(out / "attack"), "--quiet", "--d-model", "32", "--d-ff", "64", "--seed", str(cfg.seed)]
             if main(["attack", *base]) != 0:
                 return 2
+            again = ["--resume"] if (out / "finetune" / "checkpoint" / "state.json").is_file() else []
             if main(["finetune", "--model", str(out / "attack" / "model"), "--out", str(out / "finetune"), "--skip",
-                     "2000", "--top-layers", "1", "--quiet"]) != 0:
+                     "2000", "--top-layers", "1", "--quiet", *again]) != 0:
                 return 2
         model_path = str(mdir)
     else:

@@ -101,9 +101,12 @@ def _map_labels(raw: list[str], where: list[str], declared: Sequence[str] | None
         return out, names
     uniq = sorted(set(raw))
     if all(re.fullmatch(r"-?\d+", u) for u in uniq):
-        uniq = sorted(uniq, key=int)
-        if [int(u) for u in uniq] == list(range(len(uniq))):
-            return [int(r) for r in raw], uniq
+        vals = [int(u) for u in uniq]
+        if min(vals) >= 0 and all(u == str(v) for u, v in zip(uniq, vals)):
+            # non-negative integer labels are class indices, even when some class is absent from this
+            # file (a test file of positives only keeps label 1); names "0".."max"
+            return [int(r) for r in raw], [str(i) for i in range(max(vals) + 1)]
+        uniq = sorted(uniq, key=int)  # e.g. {-1, 1}: mapped in numeric order
     idx = {n: i for i, n in enumerate(uniq)}
     return [idx[r] for r in raw], uniq
 
@@ -147,13 +150,16 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
         header: ``"auto"`` (a first row naming ``sentence``/``text`` and ``label``), ``"yes"``, ``"no"``.
         delimiter: override the separator (default by suffix: tab for ``.tsv``/``.txt``, comma for ``.csv``).
         labels: the declared label set, in index order; a label outside it is an error. Without it
-            integer labels 0..C−1 are kept and other labels are mapped in sorted order.
+            non-negative integer labels are class indices (names ``"0"`` .. max, also when some class
+            is absent from the file) and other labels are mapped in sorted order.
         normalize: ``"agnews"`` to undo AG News' HTML-escape residue.
 
     Raises:
         FileNotFoundError: the file does not exist.
         ValueError: ``FILE:LINE`` for a TSV line with the wrong number of tabs (two-column files:
-            exactly one tab), an empty text, a label outside the declared set; unknown columns.
+            exactly one tab), an empty text, a label outside the declared set; unknown columns; with
+            ``header="auto"``, a first row that looks like an unrecognised header (its label occurs in
+            no other row).
     """
     p = Path(path)
     if not p.is_file():
@@ -198,6 +204,15 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
     body = rows[1:] if has_header else rows
     ti = _column(text_column, head, ncols, "text", 0, p)
     li = _column(label_column, head, ncols, "label", 1, p)
+    if header == "auto" and not has_header and labels is None and len(rows) >= 3:
+        first = rows[0][1][li].strip()
+        rest = [r[1][li].strip() for r in rows[1:]]
+        ints = all(re.fullmatch(r"-?\d+", x) for x in rest)
+        if first not in rest and (ints and not re.fullmatch(r"-?\d+", first) or len(set(rest)) < len(rest)):
+            raise ValueError(f"{p}:{rows[0][0]}: the first row {rows[0][1]!r} looks like a header it does not "
+                             f"recognise (its label {first!r} occurs in no other row, so it would become a class "
+                             "of its own); pass --header yes with --text-column/--label-column, rename the "
+                             "columns to sentence/text and label, or pass --header no if it is data")
     texts, raw, where = [], [], []
     for ln, parts in body:
         t = parts[ti]

@@ -39,7 +39,8 @@ def _require(extra: str, *mods: str) -> None:
         try:
             importlib.import_module(m)
         except ImportError as e:
-            raise ImportError(f"this needs {m!r}, installed with: pip install 'iclr25-frs[{extra}]'") from e
+            how = "pip install accelerate" if m == "accelerate" else f"pip install 'iclr25-frs[{extra}]'"
+            raise ImportError(f"this needs {m!r}, installed with: {how}") from e
 
 
 def find_blocks(module: nn.Module) -> tuple[str, nn.ModuleList]:
