@@ -105,6 +105,16 @@ def test_open_clip_from_local_folder(tmp_path, capsys):
     with torch.no_grad():
         ref = model.eval().encode_image(pre(Image.open(tmp_path / "img" / "5.png").convert("RGB"))[None]).numpy()
     np.testing.assert_allclose(z["image_emb"][5], ref[0], atol=1e-5)
+    # BiomedCLIP-style folder: the text tower is a Hugging Face model named by a hub id that is not cached
+    b = tmp_path / "biomed-like"
+    b.mkdir()
+    hf_cfg = {**cfg, "text_cfg": {"hf_model_name": "tie-test-org/no-such-bert", "hf_tokenizer_name":
+                                  "tie-test-org/no-such-bert", "hf_proj_type": "mlp", "hf_pooler_type": "cls_last_hidden_state",
+                                  "context_length": 16}}
+    (b / "open_clip_config.json").write_text(json.dumps({"model_cfg": hf_cfg, "preprocess_cfg": {}}))
+    (b / "open_clip_pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match=f"hf_model_name 'tie-test-org/no-such-bert'.*{NO_DOWNLOAD}"):
+        load_open_clip(model_dir=b)
 
 
 @pytest.mark.slow  # imports transformers: ~15 s on 2 cores

@@ -8,6 +8,7 @@ Extra ``[clip]`` (torch, open_clip_torch, transformers, pillow); the offline pai
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,7 +139,19 @@ def load_open_clip(model: str | None = None, pretrained: str | Path | None = Non
         if not hasattr(getattr(open_clip, "factory", None), "LOCAL_DIR_PREFIX"):
             raise ValueError(f"--model-dir needs open_clip_torch >= 3.0 (the local-dir: schema); installed: "
                              f"{getattr(open_clip, '__version__', '?')}. Or give --model NAME --pretrained FILE")
-        m, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{d}", device=device, weights_only=True)
+        text_cfg = json.loads((d / "open_clip_config.json").read_text(encoding="utf-8")).get("model_cfg", {}).get(
+            "text_cfg", {})
+        hf_text = text_cfg.get("hf_model_name")
+        try:
+            m, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{d}", device=device, weights_only=True)
+        except OSError as e:
+            if hf_text and not Path(hf_text).is_dir():
+                # e.g. BiomedCLIP: its text tower is a Hugging Face model named by hub id in the config
+                raise FileNotFoundError(
+                    f"--model-dir {d}: text_cfg.hf_model_name {hf_text!r} is a hub id that is not in the local Hugging "
+                    f"Face cache ({NO_DOWNLOAD}); set it in open_clip_config.json to a local folder holding that "
+                    f"model's config.json") from e
+            raise
         tok = open_clip.get_tokenizer(f"local-dir:{d}")
         return _OpenCLIP(f"open_clip local-dir:{d}", m.eval(), preprocess, tok, device, batch_size)
     if not model:
