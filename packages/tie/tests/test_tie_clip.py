@@ -19,6 +19,10 @@ def test_missing_weights_and_folders_say_no_download(tmp_path):
         load_open_clip(model_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match=f"no config.json.*{NO_DOWNLOAD}"):
         load_hf_clip(tmp_path / "clip-vit-large-patch14")
+    # a config without weights: open_clip alone would embed with random weights after a mere warning
+    (tmp_path / "open_clip_config.json").write_text(json.dumps({"model_cfg": {}}))
+    with pytest.raises(FileNotFoundError, match=f"no weights file.*{NO_DOWNLOAD}"):
+        load_open_clip(model_dir=tmp_path)
 
 
 def _images(tmp_path, n=16):
@@ -77,6 +81,40 @@ def test_open_clip_from_local_weights_file(tmp_path, capsys):
     with torch.no_grad():
         ref = model.eval().encode_image(pre(Image.open(tmp_path / "img" / "3.png").convert("RGB"))[None]).numpy()
     np.testing.assert_allclose(z["image_emb"][3], ref[0], atol=1e-5)
+
+
+@pytest.mark.slow  # imports open_clip: ~20 s on 2 cores
+def test_open_clip_from_local_folder(tmp_path, capsys):
+    """--model-dir (open_clip's local-dir: schema, e.g. a copy of BiomedCLIP): config + weights in one folder."""
+    torch = pytest.importorskip("torch")
+    open_clip = pytest.importorskip("open_clip")
+    cfg = {"embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+           "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}
+    d = tmp_path / "tiny-open-clip"
+    d.mkdir()
+    (d / "open_clip_config.json").write_text(json.dumps({"model_cfg": cfg, "preprocess_cfg": {}}))
+    torch.manual_seed(0)
+    model = open_clip.create_model(f"local-dir:{d}", pretrained=None)   # random init, no weights yet
+    torch.save(model.state_dict(), d / "open_clip_pytorch_model.bin")
+    _images(tmp_path)
+    z = _embed_and_evaluate(tmp_path, ["--encoder", "open_clip", "--model-dir", str(d)], capsys)
+    # the embeddings come from the saved weights, not from a fresh random initialisation
+    from PIL import Image
+
+    pre = open_clip.create_model_and_transforms(f"local-dir:{d}")[2]
+    with torch.no_grad():
+        ref = model.eval().encode_image(pre(Image.open(tmp_path / "img" / "5.png").convert("RGB"))[None]).numpy()
+    np.testing.assert_allclose(z["image_emb"][5], ref[0], atol=1e-5)
+    # BiomedCLIP-style folder: the text tower is a Hugging Face model named by a hub id that is not cached
+    b = tmp_path / "biomed-like"
+    b.mkdir()
+    hf_cfg = {**cfg, "text_cfg": {"hf_model_name": "tie-test-org/no-such-bert", "hf_tokenizer_name":
+                                  "tie-test-org/no-such-bert", "hf_proj_type": "mlp", "hf_pooler_type": "cls_last_hidden_state",
+                                  "context_length": 16}}
+    (b / "open_clip_config.json").write_text(json.dumps({"model_cfg": hf_cfg, "preprocess_cfg": {}}))
+    (b / "open_clip_pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match=f"hf_model_name 'tie-test-org/no-such-bert'.*{NO_DOWNLOAD}"):
+        load_open_clip(model_dir=b)
 
 
 @pytest.mark.slow  # imports transformers: ~15 s on 2 cores

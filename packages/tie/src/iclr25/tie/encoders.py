@@ -8,6 +8,7 @@ Extra ``[clip]`` (torch, open_clip_torch, transformers, pillow); the offline pai
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -118,7 +119,9 @@ def load_open_clip(model: str | None = None, pretrained: str | Path | None = Non
 
     Raises:
         ValueError: an unknown model name, neither/both of (model, pretrained) and model_dir.
-        FileNotFoundError: ``pretrained`` is not a file, ``model_dir`` lacks ``open_clip_config.json``.
+        FileNotFoundError: ``pretrained`` is not a file, ``model_dir`` lacks ``open_clip_config.json`` or a
+            weights file (``*.safetensors`` / ``*.bin`` / ``*.pth``; open_clip itself would fall back to
+            random weights with only a warning).
         Every message says that no download was attempted.
     """
     _offline_hub()
@@ -127,8 +130,28 @@ def load_open_clip(model: str | None = None, pretrained: str | Path | None = Non
         if not (d / "open_clip_config.json").is_file():
             raise FileNotFoundError(f"--model-dir {d}: no open_clip_config.json there ({NO_DOWNLOAD}); give a local "
                                     "open_clip folder (open_clip_config.json + open_clip_pytorch_model.bin)")
+        weights = sorted(f.name for ext in ("safetensors", "bin", "pth") for f in d.glob(f"*.{ext}"))
+        if not weights:
+            # open_clip would only log a warning and embed with randomly initialised weights
+            raise FileNotFoundError(f"--model-dir {d}: open_clip_config.json but no weights file (*.safetensors, "
+                                    f"*.bin, *.pth) there ({NO_DOWNLOAD}); copy open_clip_pytorch_model.bin next to it")
         open_clip = _import("open_clip")
-        m, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{d}", device=device)
+        if not hasattr(getattr(open_clip, "factory", None), "LOCAL_DIR_PREFIX"):
+            raise ValueError(f"--model-dir needs open_clip_torch >= 3.0 (the local-dir: schema); installed: "
+                             f"{getattr(open_clip, '__version__', '?')}. Or give --model NAME --pretrained FILE")
+        text_cfg = json.loads((d / "open_clip_config.json").read_text(encoding="utf-8")).get("model_cfg", {}).get(
+            "text_cfg", {})
+        hf_text = text_cfg.get("hf_model_name")
+        try:
+            m, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{d}", device=device, weights_only=True)
+        except OSError as e:
+            if hf_text and not Path(hf_text).is_dir():
+                # e.g. BiomedCLIP: its text tower is a Hugging Face model named by hub id in the config
+                raise FileNotFoundError(
+                    f"--model-dir {d}: text_cfg.hf_model_name {hf_text!r} is a hub id that is not in the local Hugging "
+                    f"Face cache ({NO_DOWNLOAD}); set it in open_clip_config.json to a local folder holding that "
+                    f"model's config.json") from e
+            raise
         tok = open_clip.get_tokenizer(f"local-dir:{d}")
         return _OpenCLIP(f"open_clip local-dir:{d}", m.eval(), preprocess, tok, device, batch_size)
     if not model:
