@@ -70,3 +70,52 @@ def test_integration_quick_scale():
     assert claims["accuracy/cream_dyn_gt_srlm"].ours >= claims["accuracy/cream_dyn_gt_srlm"].baseline
     long = claims["mechanism/margin_bound_long_stage"]
     assert long.ours < long.threshold < long.baseline
+
+
+def test_full_preset_runs_the_previous_reference_ablation_and_resumes(tmp_path, monkeypatch, capsys):
+    """The full run's extra regimes include the ``previous``-reference ablation (its own table and
+    claims); every (regime, seed) is checkpointed, ``--resume`` reuses them without recomputing, and
+    a torn checkpoint is a clean error."""
+    import iclr25.cream.reproduce as rp
+    from iclr25.cream.cli import main
+
+    assert rp.FULL_REGIMES["previous reference"]["reward_reference"] == "previous"
+    assert rp.FULL.seeds == (0, 1, 2, 3, 4) and rp.FULL.reward_reference == "base"
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rp, "FULL_REGIMES", {"previous reference": rp.FULL_REGIMES["previous reference"]})
+    tiny = rp.ReproSettings(seeds=(0, 1), iterations=2, m0_steps=8, sft_epochs=1.0, long_stage_epochs=0, workers=1,
+                            methods=("srlm", "dyn"), n_operand=10, n_test=30, n_seed=20)
+    monkeypatch.setattr(rp, "FULL", tiny)
+    out = tmp_path / "full"
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    prev = m["regimes"]["previous reference"]
+    assert prev["settings"]["reward_reference"] == "previous" and set(prev["summary"]) >= {"srlm", "avg", "dyn"}
+    assert any(c["name"] == "accuracy/cream_dyn_gt_srlm" for c in prev["claims"])
+    assert "**previous reference**" in (out / "tables.md").read_text()
+    ck = rp.checkpoint_path(out / "checkpoints", "previous reference", 1)
+    assert ck.is_file() and rp.checkpoint_path(out / "checkpoints", "main", 0).is_file()
+
+    # --resume recomputes nothing and gives the same numbers
+    def boom(*a, **k):
+        raise AssertionError("run_seed called on resume")
+
+    monkeypatch.setattr(rp, "run_seed", boom)
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1", "--resume"]) == 0
+    m2 = json.loads((out / "metrics.json").read_text())
+    assert m2["summary"] == m["summary"] and m2["regimes"]["previous reference"]["summary"] == prev["summary"]
+
+    # a torn checkpoint (a crash mid-write of an older version) is a clean error naming the file
+    ck.write_text(ck.read_text()[:100])
+    capsys.readouterr()
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt or torn" in err and "seed1.json" in err and "Traceback" not in err
+    with pytest.raises(ValueError, match="other settings"):
+        rp.load_checkpoint(rp.checkpoint_path(out / "checkpoints", "main", 0), replace_settings(tiny))
+
+
+def replace_settings(s):
+    from dataclasses import replace
+
+    return replace(s, n_samples=s.n_samples + 1)

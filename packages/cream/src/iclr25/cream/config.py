@@ -520,3 +520,6 @@ class DemoConfig(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class CreamReproduceOptions(ReproduceOptions):
     """Reproduce CREAM's claims on the toy addition task; writes results.json/md, metrics.json, metrics.png."""
+
+    resume: bool = False
+    """Reuse the per-seed results already in OUT/checkpoints (each regime and seed is saved when it ends)."""

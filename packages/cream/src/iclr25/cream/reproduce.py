@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 
 from iclr25.core.results import Claim
 
-__all__ = ["ReproSettings", "QUICK", "FULL", "reproduce", "run_seed", "compare"]
+__all__ = ["ReproSettings", "QUICK", "FULL", "reproduce", "run_seed", "compare", "checkpoint_path", "load_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,9 @@ QUICK = ReproSettings()
 FULL = ReproSettings(seeds=(0, 1, 2, 3, 4))
 #: extra regimes of the full run (tables, no claims)
 FULL_REGIMES = {
+    "previous reference": dict(reward_reference="previous", methods=("srlm", "avg", "dyn"), long_stage_epochs=0),
     "T=4": dict(iterations=4, long_stage_epochs=0),
     "hard (N=8, temperature 1.2)": dict(n_samples=8, temperature=1.2, long_stage_epochs=0),
-    "previous reference": dict(reward_reference="previous", methods=("srlm", "avg", "dyn"), long_stage_epochs=0),
 }
 
 
@@ -161,13 +162,91 @@ def _margin_by_epoch(history: list[dict[str, float]]) -> list[float]:
 
 
 def _run_all(settings: ReproSettings, device: str, progress: bool) -> list[dict[str, Any]]:
-    from iclr25.core.progress import progress as bar_of
+    """:func:`run_seed` for every seed of ``settings`` (no checkpoints)."""
+    done = _run_jobs([("main", settings, s) for s in settings.seeds], device, progress)
+    return [done[("main", s)] for s in settings.seeds]
 
-    seeds = list(settings.seeds)
-    workers = min(settings.workers, len(seeds))
+
+def _regime_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "main"
+
+
+def _checkpoint_settings(settings: ReproSettings) -> dict[str, Any]:
+    """What a seed's result depends on (the seed list and the worker count do not matter)."""
+    d = {k: v for k, v in asdict(settings).items() if k not in ("seeds", "workers")}
+    return json.loads(json.dumps(d))
+
+
+def checkpoint_path(ckpt_dir: str | Path, regime: str, seed: int) -> Path:
+    """``ckpt_dir/<regime>/seed<k>.json``: one finished (regime, seed) of a reproduction."""
+    return Path(ckpt_dir) / _regime_key(regime) / f"seed{int(seed)}.json"
+
+
+def load_checkpoint(path: str | Path, settings: ReproSettings) -> dict[str, Any]:
+    """A per-seed result saved by :func:`run_pipeline`.
+
+    Raises:
+        ValueError: the file is not valid JSON (torn or corrupt), lacks ``settings``/``result``,
+            or was written with other settings (naming the file and what to do).
+    """
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: corrupt or torn reproduction checkpoint ({e}); delete it to rerun that seed") from None
+    if not isinstance(d, dict) or not isinstance(d.get("result"), dict) or "settings" not in d:
+        raise ValueError(f"{p}: not a reproduction checkpoint (needs 'settings' and 'result'); delete it to rerun "
+                         "that seed")
+    want = _checkpoint_settings(settings)
+    if d["settings"] != want:
+        diff = sorted(k for k in set(want) | set(d["settings"]) if want.get(k) != d["settings"].get(k))
+        raise ValueError(f"{p}: saved with other settings (differing: {', '.join(diff)}); use another --out or "
+                         "delete the checkpoints folder")
+    return d["result"]
+
+
+def _save_checkpoint(path: Path, settings: ReproSettings, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"settings": _checkpoint_settings(settings), "result": result}, allow_nan=False))
+    os.replace(tmp, path)  # atomic: a crash leaves the old file or none, never a torn one
+
+
+def _run_jobs(jobs: list[tuple[str, ReproSettings, int]], device: str, progress: bool, *,
+              ckpt_dir: Path | None = None, resume: bool = False) -> dict[tuple[str, int], dict[str, Any]]:
+    """Run ``(regime, settings, seed)`` jobs, in order, over ``settings.workers`` spawned worker
+    processes (one thread each). Every result is made plain JSON (so a resumed run computes from
+    the same values as an uninterrupted one) and, with ``ckpt_dir``, saved when it ends;
+    ``resume`` reuses saved results (:func:`load_checkpoint`)."""
+    from iclr25.core.progress import progress as bar_of
+    from iclr25.core.runinfo import to_jsonable
+
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = []
+    for regime, s, seed in jobs:
+        path = checkpoint_path(ckpt_dir, regime, seed) if ckpt_dir is not None else None
+        if resume and path is not None and path.is_file():
+            done[(regime, seed)] = load_checkpoint(path, s)
+            log.info("%s seed %d: reusing %s", regime, seed, path)
+        else:
+            todo.append((regime, s, seed, path))
+
+    def finish(regime: str, s: ReproSettings, seed: int, path: Path | None, res: dict[str, Any]) -> None:
+        res = json.loads(json.dumps(to_jsonable(res), allow_nan=False))
+        if path is not None:
+            _save_checkpoint(path, s, res)
+        done[(regime, seed)] = res
+
+    if not todo:
+        return done
+    workers = min(todo[0][1].workers, len(todo))
+    bar = bar_of(total=len(todo), desc="cream seeds", unit="seed", quiet=None if progress else True)
     if workers <= 1 or device.startswith("cuda"):
-        return [run_seed(s, settings, device) for s in bar_of(seeds, desc="cream seeds", unit="seed",
-                                                              quiet=None if progress else True)]
+        for regime, s, seed, path in todo:
+            finish(regime, s, seed, path, run_seed(seed, s, device))
+            bar.update(1)
+        bar.close()
+        return done
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -175,19 +254,17 @@ def _run_all(settings: ReproSettings, device: str, progress: bool) -> list[dict[
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(run_seed, s, settings, device): s for s in seeds}
-            done = {}
-            bar = bar_of(total=len(seeds), desc="cream seeds", unit="seed", quiet=None if progress else True)
+            futs = {pool.submit(run_seed, seed, s, device): (regime, s, seed, path) for regime, s, seed, path in todo}
             for f in as_completed(futs):
-                done[futs[f]] = f.result()
+                finish(*futs[f], f.result())
                 bar.update(1)
-            bar.close()
     finally:
+        bar.close()
         if env_threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_threads
-    return [done[s] for s in seeds]
+    return done
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,15 +450,20 @@ def plot(summary: dict[str, Any], settings: ReproSettings, path: Path, title: st
 
 
 def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seeds: list[int] | None = None,
-              device: str = "auto") -> list[Claim]:
+              device: str = "auto", resume: bool = False) -> list[Claim]:
     """Run the reproduction and return the claims (``metrics.json``, ``tables.md``, ``metrics.png``
-    written to ``out_dir``).
+    written to ``out_dir``; every finished (regime, seed) to ``out_dir/checkpoints``).
 
     Args:
         quick: seeds (0, 1) and the main regime only; else seeds 0-4 plus the extra regimes.
         out_dir: output folder.
         seeds: override the seeds.
         device: ``auto`` (CPU for this toy: it is faster than a GPU at this size), ``cpu`` or ``cuda``.
+        resume: reuse the per-seed results already saved in ``out_dir/checkpoints``.
+
+    Raises:
+        ValueError: fewer than 2 seeds; with ``resume``, a corrupt checkpoint or one saved with
+            other settings.
     """
     base = QUICK if quick else FULL
     if seeds is not None:
@@ -389,19 +471,30 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
             raise ValueError("the reproduction needs at least 2 seeds (claims report a spread across seeds)")
         base = replace(base, seeds=tuple(int(s) for s in seeds))
     dev = "cpu" if device == "auto" else device
-    return run_pipeline(base, out_dir, device=dev, regimes=not quick)
+    return run_pipeline(base, out_dir, device=dev, regimes=not quick, resume=resume)
+
+
+def _write_outputs(out: Path, metrics: dict[str, Any], tables: list[str]) -> None:
+    from iclr25.core.runinfo import to_jsonable
+
+    (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=1, allow_nan=False) + "\n")
+    (out / "tables.md").write_text("\n\n".join(tables) + "\n")
 
 
 def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
-                 progress: bool | None = None) -> list[Claim]:
-    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes)."""
+                 progress: bool | None = None, resume: bool = False) -> list[Claim]:
+    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes, all
+    their seeds in one worker pool, in the order of ``FULL_REGIMES``). ``metrics.json`` and
+    ``tables.md`` are written once the main regime is done and again at the end."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoints"
     dev = device
     if progress is None:
         progress = os.environ.get("ICLR25_QUIET") != "1"
     t0 = time.perf_counter()
-    results = _run_all(base, dev, progress)
+    main = _run_jobs([("main", base, s) for s in base.seeds], dev, progress, ckpt_dir=ckpt, resume=resume)
+    results = [main[("main", s)] for s in base.seeds]
     summary = summarize(results, base)
     claims, extra = claims_from(results, base)
     tables = [table(summary, base, f"main: T={base.iterations}, N={base.n_samples}, temperature "
@@ -411,9 +504,14 @@ def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu
                                                     "m1": [r["m1_seconds"] for r in results]}, "regimes": {}}
     plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
     if regimes:
-        for k, (name, over) in enumerate(FULL_REGIMES.items()):
-            s = replace(base, **over)
-            res = _run_all(s, dev, progress)
+        metrics["seconds_main"] = time.perf_counter() - t0
+        _write_outputs(out, metrics, tables)
+        settings = {name: replace(base, **over) for name, over in FULL_REGIMES.items()}
+        done = _run_jobs([(name, settings[name], seed) for name in FULL_REGIMES for seed in base.seeds], dev,
+                         progress, ckpt_dir=ckpt, resume=resume)
+        for k, name in enumerate(FULL_REGIMES):
+            s = settings[name]
+            res = [done[(name, seed)] for seed in base.seeds]
             summ = summarize(res, s)
             cl, ex = claims_from(res, s)
             metrics["regimes"][name] = {"settings": asdict(s), "summary": summ, **ex,
@@ -421,10 +519,7 @@ def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu
             tables.append(table(summ, s, name))
             plot(summ, s, out / f"metrics_regime{k + 1}.png", f"CREAM on the addition task: {name}")
     metrics["seconds"] = time.perf_counter() - t0
-    from iclr25.core.runinfo import to_jsonable
-
-    (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=1, allow_nan=False) + "\n")
-    (out / "tables.md").write_text("\n\n".join(tables) + "\n")
+    _write_outputs(out, metrics, tables)
     pre = float(np.mean(np.add(metrics["pretrain_seconds"]["m0"], metrics["pretrain_seconds"]["m1"])))
     log.info("cream reproduction: %.1f s wall (one-time M0/M1 pre-training, 0 when cached: %.1f s per seed, "
              "seeds in parallel)", metrics["seconds"], pre)
