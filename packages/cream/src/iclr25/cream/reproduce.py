@@ -18,6 +18,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -213,11 +214,14 @@ def _save_checkpoint(path: Path, settings: ReproSettings, result: dict[str, Any]
 
 
 def _run_jobs(jobs: list[tuple[str, ReproSettings, int]], device: str, progress: bool, *,
-              ckpt_dir: Path | None = None, resume: bool = False) -> dict[tuple[str, int], dict[str, Any]]:
+              ckpt_dir: Path | None = None, resume: bool = False,
+              on_done: Callable[[dict[tuple[str, int], dict[str, Any]]], None] | None = None,
+              ) -> dict[tuple[str, int], dict[str, Any]]:
     """Run ``(regime, settings, seed)`` jobs, in order, over ``settings.workers`` spawned worker
     processes (one thread each). Every result is made plain JSON (so a resumed run computes from
     the same values as an uninterrupted one) and, with ``ckpt_dir``, saved when it ends;
-    ``resume`` reuses saved results (:func:`load_checkpoint`)."""
+    ``resume`` reuses saved results (:func:`load_checkpoint`); ``on_done(results so far)`` is
+    called after each job."""
     from iclr25.core.progress import progress as bar_of
     from iclr25.core.runinfo import to_jsonable
 
@@ -236,6 +240,8 @@ def _run_jobs(jobs: list[tuple[str, ReproSettings, int]], device: str, progress:
         if path is not None:
             _save_checkpoint(path, s, res)
         done[(regime, seed)] = res
+        if on_done is not None:
+            on_done(done)
 
     if not todo:
         return done
@@ -483,44 +489,57 @@ def _write_outputs(out: Path, metrics: dict[str, Any], tables: list[str]) -> Non
 
 def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
                  progress: bool | None = None, resume: bool = False) -> list[Claim]:
-    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes, all
-    their seeds in one worker pool, in the order of ``FULL_REGIMES``). ``metrics.json`` and
-    ``tables.md`` are written once the main regime is done and again at the end."""
+    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes).
+
+    Every (regime, seed) is one job of a single worker pool, the main regime's seeds first, then the
+    extra regimes in the order of ``FULL_REGIMES`` (so the pool never idles between regimes; a seed's
+    M0/M1 are cached by its main job before any regime needs them). With ``regimes``, ``metrics.json``
+    and ``tables.md`` are written as soon as the main regime is done, and again at the end."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = out / "checkpoints"
-    dev = device
     if progress is None:
         progress = os.environ.get("ICLR25_QUIET") != "1"
     t0 = time.perf_counter()
-    main = _run_jobs([("main", base, s) for s in base.seeds], dev, progress, ckpt_dir=ckpt, resume=resume)
-    results = [main[("main", s)] for s in base.seeds]
-    summary = summarize(results, base)
-    claims, extra = claims_from(results, base)
-    tables = [table(summary, base, f"main: T={base.iterations}, N={base.n_samples}, temperature "
-                                   f"{base.temperature}, fixed base reference")]
-    metrics: dict[str, Any] = {"settings": asdict(base), "summary": summary, **extra, "per_seed": results,
-                               "pretrain_seconds": {"m0": [r["m0_seconds"] for r in results],
-                                                    "m1": [r["m1_seconds"] for r in results]}, "regimes": {}}
-    plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
-    if regimes:
-        metrics["seconds_main"] = time.perf_counter() - t0
-        _write_outputs(out, metrics, tables)
-        settings = {name: replace(base, **over) for name, over in FULL_REGIMES.items()}
-        done = _run_jobs([(name, settings[name], seed) for name in FULL_REGIMES for seed in base.seeds], dev,
-                         progress, ckpt_dir=ckpt, resume=resume)
-        for k, name in enumerate(FULL_REGIMES):
-            s = settings[name]
-            res = [done[(name, seed)] for seed in base.seeds]
-            summ = summarize(res, s)
-            cl, ex = claims_from(res, s)
-            metrics["regimes"][name] = {"settings": asdict(s), "summary": summ, **ex,
-                                        "claims": [c.to_dict() for c in cl], "per_seed": res}
-            tables.append(table(summ, s, name))
-            plot(summ, s, out / f"metrics_regime{k + 1}.png", f"CREAM on the addition task: {name}")
+    settings = {name: replace(base, **over) for name, over in FULL_REGIMES.items()} if regimes else {}
+    jobs = [("main", base, s) for s in base.seeds] + [(name, settings[name], seed) for name in settings
+                                                       for seed in base.seeds]
+    state: dict[str, Any] = {}
+
+    def main_outputs(done: dict[tuple[str, int], dict[str, Any]]) -> None:
+        results = [done[("main", s)] for s in base.seeds]
+        summary = summarize(results, base)
+        claims, extra = claims_from(results, base)
+        tables = [table(summary, base, f"main: T={base.iterations}, N={base.n_samples}, temperature "
+                                       f"{base.temperature}, fixed base reference")]
+        metrics: dict[str, Any] = {"settings": asdict(base), "summary": summary, **extra, "per_seed": results,
+                                   "pretrain_seconds": {"m0": [r["m0_seconds"] for r in results],
+                                                        "m1": [r["m1_seconds"] for r in results]}, "regimes": {},
+                                   "seconds_main": time.perf_counter() - t0}
+        plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
+        state.update(claims=claims, metrics=metrics, tables=tables)
+        if regimes:
+            _write_outputs(out, metrics, tables)
+
+    def on_done(done: dict[tuple[str, int], dict[str, Any]]) -> None:
+        if "claims" not in state and all(("main", s) in done for s in base.seeds):
+            main_outputs(done)
+
+    done = _run_jobs(jobs, device, progress, ckpt_dir=ckpt, resume=resume, on_done=on_done)
+    on_done(done)
+    metrics, tables = state["metrics"], state["tables"]
+    for k, name in enumerate(settings):
+        s = settings[name]
+        res = [done[(name, seed)] for seed in base.seeds]
+        summ = summarize(res, s)
+        cl, ex = claims_from(res, s)
+        metrics["regimes"][name] = {"settings": asdict(s), "summary": summ, **ex,
+                                    "claims": [c.to_dict() for c in cl], "per_seed": res}
+        tables.append(table(summ, s, name))
+        plot(summ, s, out / f"metrics_regime{k + 1}.png", f"CREAM on the addition task: {name}")
     metrics["seconds"] = time.perf_counter() - t0
     _write_outputs(out, metrics, tables)
     pre = float(np.mean(np.add(metrics["pretrain_seconds"]["m0"], metrics["pretrain_seconds"]["m1"])))
     log.info("cream reproduction: %.1f s wall (one-time M0/M1 pre-training, 0 when cached: %.1f s per seed, "
              "seeds in parallel)", metrics["seconds"], pre)
-    return claims
+    return state["claims"]
