@@ -119,3 +119,15 @@ def replace_settings(s):
     from dataclasses import replace
 
     return replace(s, n_samples=s.n_samples + 1)
+
+
+def test_regime_jobs_put_the_ablation_first_then_two_seeds_per_regime_in_turn():
+    from dataclasses import replace
+
+    import iclr25.cream.reproduce as rp
+
+    st = {n: replace(rp.FULL, **o) for n, o in rp.FULL_REGIMES.items()}
+    jobs = [(n, s) for n, _, s in rp._regime_jobs(st, rp.FULL.seeds)]
+    assert jobs[:5] == [("previous reference", k) for k in range(5)]
+    assert jobs[5:9] == [("T=4", 0), ("T=4", 1), ("hard (N=8, temperature 1.2)", 0), ("hard (N=8, temperature 1.2)", 1)]
+    assert sorted(jobs) == sorted((n, k) for n in st for k in range(5))  # every (regime, seed) once

@@ -487,13 +487,26 @@ def _write_outputs(out: Path, metrics: dict[str, Any], tables: list[str]) -> Non
     (out / "tables.md").write_text("\n\n".join(tables) + "\n")
 
 
+def _regime_jobs(settings: dict[str, ReproSettings], seeds: tuple[int, ...]) -> list[tuple[str, ReproSettings, int]]:
+    """The extra regimes' jobs: all seeds of the first regime (the ``previous``-reference ablation),
+    then the other regimes two seeds at a time in turn, so that a run stopped early has a spread
+    (two seeds) for as many regimes as possible."""
+    names = list(settings)
+    if not names:
+        return []
+    jobs = [(names[0], settings[names[0]], s) for s in seeds]
+    for i in range(0, len(seeds), 2):
+        jobs += [(n, settings[n], s) for n in names[1:] for s in seeds[i:i + 2]]
+    return jobs
+
+
 def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
                  progress: bool | None = None, resume: bool = False) -> list[Claim]:
     """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes).
 
     Every (regime, seed) is one job of a single worker pool, the main regime's seeds first, then the
-    extra regimes in the order of ``FULL_REGIMES`` (so the pool never idles between regimes; a seed's
-    M0/M1 are cached by its main job before any regime needs them). With ``regimes``, ``metrics.json``
+    extra regimes (:func:`_regime_jobs`; the pool never idles between regimes, and a seed's M0/M1 are
+    cached by its main job before any regime needs them). With ``regimes``, ``metrics.json``
     and ``tables.md`` are written as soon as the main regime is done, and again at the end."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -502,8 +515,7 @@ def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu
         progress = os.environ.get("ICLR25_QUIET") != "1"
     t0 = time.perf_counter()
     settings = {name: replace(base, **over) for name, over in FULL_REGIMES.items()} if regimes else {}
-    jobs = [("main", base, s) for s in base.seeds] + [(name, settings[name], seed) for name in settings
-                                                       for seed in base.seeds]
+    jobs = [("main", base, s) for s in base.seeds] + _regime_jobs(settings, base.seeds)
     state: dict[str, Any] = {}
 
     def main_outputs(done: dict[tuple[str, int], dict[str, Any]]) -> None:
