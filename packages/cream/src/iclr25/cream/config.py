@@ -477,3 +477,5 @@ class CreamReproduceOptions(ReproduceOptions):
 
     resume: bool = False
     """Reuse the per-seed results already in OUT/checkpoints (each regime and seed is saved when it ends)."""
+    regimes: tuple[str, ...] | None = None
+    """Full run only: the extra regimes to run (previous-reference, t-4, hard-n-8-temperature-1-2; default: all)."""

@@ -456,7 +456,7 @@ def plot(summary: dict[str, Any], settings: ReproSettings, path: Path, title: st
 
 
 def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seeds: list[int] | None = None,
-              device: str = "auto", resume: bool = False) -> list[Claim]:
+              device: str = "auto", resume: bool = False, regimes: tuple[str, ...] | None = None) -> list[Claim]:
     """Run the reproduction and return the claims (``metrics.json``, ``tables.md``, ``metrics.png``
     written to ``out_dir``; every finished (regime, seed) to ``out_dir/checkpoints``).
 
@@ -466,10 +466,13 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
         seeds: override the seeds.
         device: ``auto`` (CPU for this toy: it is faster than a GPU at this size), ``cpu`` or ``cuda``.
         resume: reuse the per-seed results already saved in ``out_dir/checkpoints``.
+        regimes: the full run's extra regimes to run (names of ``FULL_REGIMES`` or their folder
+            names, e.g. ``previous-reference``, ``t-4``, ``hard-n-8-temperature-1-2``; ``None``: all;
+            ``()``: none).
 
     Raises:
-        ValueError: fewer than 2 seeds; with ``resume``, a corrupt checkpoint or one saved with
-            other settings.
+        ValueError: fewer than 2 seeds; an unknown regime, or regimes with ``quick``; with
+            ``resume``, a corrupt checkpoint or one saved with other settings.
     """
     base = QUICK if quick else FULL
     if seeds is not None:
@@ -477,7 +480,25 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
             raise ValueError("the reproduction needs at least 2 seeds (claims report a spread across seeds)")
         base = replace(base, seeds=tuple(int(s) for s in seeds))
     dev = "cpu" if device == "auto" else device
-    return run_pipeline(base, out_dir, device=dev, regimes=not quick, resume=resume)
+    if quick and regimes:
+        raise ValueError("regimes belong to the full run; drop --quick or --regimes")
+    return run_pipeline(base, out_dir, device=dev, regimes=not quick, resume=resume,
+                        only=None if quick else regimes)
+
+
+def select_regimes(names: tuple[str, ...] | None) -> dict[str, dict[str, Any]]:
+    """The ``FULL_REGIMES`` entries named (by name or folder name) in ``names``, in their order
+    (``None``: all). Raises ``ValueError`` naming an unknown regime and the known ones."""
+    if names is None:
+        return dict(FULL_REGIMES)
+    keys = {_regime_key(n): n for n in FULL_REGIMES}
+    want = set()
+    for n in names:
+        k = n if n in FULL_REGIMES else keys.get(_regime_key(n))
+        if k is None:
+            raise ValueError(f"unknown regime {n!r}; known: {', '.join(sorted(keys))}")
+        want.add(k)
+    return {n: o for n, o in FULL_REGIMES.items() if n in want}
 
 
 def _write_outputs(out: Path, metrics: dict[str, Any], tables: list[str]) -> None:
@@ -501,8 +522,10 @@ def _regime_jobs(settings: dict[str, ReproSettings], seeds: tuple[int, ...]) -> 
 
 
 def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
-                 progress: bool | None = None, resume: bool = False) -> list[Claim]:
-    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes).
+                 progress: bool | None = None, resume: bool = False,
+                 only: tuple[str, ...] | None = None) -> list[Claim]:
+    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes, or
+    those named in ``only``).
 
     Every (regime, seed) is one job of a single worker pool, the main regime's seeds first, then the
     extra regimes (:func:`_regime_jobs`; the pool never idles between regimes, and a seed's M0/M1 are
@@ -514,7 +537,7 @@ def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu
     if progress is None:
         progress = os.environ.get("ICLR25_QUIET") != "1"
     t0 = time.perf_counter()
-    settings = {name: replace(base, **over) for name, over in FULL_REGIMES.items()} if regimes else {}
+    settings = {name: replace(base, **over) for name, over in select_regimes(only).items()} if regimes else {}
     jobs = [("main", base, s) for s in base.seeds] + _regime_jobs(settings, base.seeds)
     state: dict[str, Any] = {}
 
