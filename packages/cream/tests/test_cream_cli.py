@@ -142,6 +142,96 @@ def test_loop_resume_restarts_at_the_first_unfinished_round(tiny_dir, data, tmp_
     assert reports[0]["consistency"]["n"] >= 2
 
 
+def _tear(path):
+    """What a crash mid-write leaves: the first half of the file."""
+    data = path.read_bytes()
+    path.write_bytes(data[: max(1, len(data) // 2)])
+
+
+def test_dpo_resume_from_a_torn_checkpoint_is_a_clean_error(tiny_dir, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    pairs = _jsonl(tmp_path / "pairs.jsonl", [{"prompt": f"{i}=", "chosen": str(i), "rejected": str(i + 3),
+                                               "c": 0.5 + i / 20} for i in range(6)])
+    args = ["dpo", "--model", tiny_dir, "--pairs", pairs, "--mode", "dyn", "--epochs", 3, "--batch-size", 2,
+            "--lr", 1e-3, "--save-steps", 2, *COMMON]
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 3)
+        assert _run(*args, "--out", tmp_path / "cut") == 130
+    cut = tmp_path / "cut"
+    assert (cut / "checkpoint" / "trainer_state.json").is_file() and (cut / "ref_logps.pt").is_file()
+    cases = {"checkpoint/trainer_state.json": "corrupt or torn", "checkpoint/model/model.safetensors": "corrupt or torn",
+             "checkpoint/optimizer.pt": "corrupt or torn", "checkpoint/scheduler.pt": "corrupt or torn",
+             "ref_logps.pt": "corrupt or torn"}
+    for k, (name, words) in enumerate(cases.items()):
+        d = tmp_path / f"case{k}"
+        shutil.copytree(cut, d)
+        _tear(d / name)
+        capsys.readouterr()
+        assert _run(*args, "--out", d, "--resume") == 2, name
+        err = capsys.readouterr().err
+        assert words in err and Path(name).name in err and "Traceback" not in err, (name, err)
+    # a state file that parses but is not a trainer state; reference log-probs of the wrong shape
+    d = tmp_path / "bad-state"
+    shutil.copytree(cut, d)
+    (d / "checkpoint" / "trainer_state.json").write_text(json.dumps({"global_step": "2"}))
+    assert _run(*args, "--out", d, "--resume") == 2
+    assert "not a trainer state" in capsys.readouterr().err
+    d = tmp_path / "bad-ref"
+    shutil.copytree(cut, d)
+    torch.save(torch.zeros(5, 2, dtype=torch.float64), d / "ref_logps.pt")
+    assert _run(*args, "--out", d, "--resume") == 2
+    err = capsys.readouterr().err
+    assert "(6, 2) reference log-probs" in err and "Traceback" not in err
+    # the untouched checkpoint still resumes
+    assert _run(*args, "--out", cut, "--resume") == 0
+
+
+def test_loop_resume_from_torn_round_files_is_a_clean_error(tiny_dir, data, tmp_path, capsys):
+    import shutil
+
+    pool = _jsonl(tmp_path / "pool.jsonl", [{"prompt": f"{i}*{i}="} for i in range(8)])
+    args = ["loop", "--model", tiny_dir, "--sft-data", data["sft"], "--prompts", pool, "--iterations", 2,
+            "--n-samples", 3, "--temperature", 1.0, "--max-new-tokens", 2, "--lr", 1e-3, "--sft-lr", 1e-3,
+            "--sft-epochs", 1, "--batch-size", 2, "--method", "dyn", *COMMON]
+    done = tmp_path / "loop"
+    assert _run(*args, "--out", done) == 0
+
+    def case(name, edit, words):
+        d = tmp_path / name
+        shutil.copytree(done, d)
+        edit(d)
+        capsys.readouterr()
+        assert _run(*args, "--out", d, "--resume") == 2, name
+        err = capsys.readouterr().err
+        assert all(w in err for w in words) and "Traceback" not in err, (name, err)
+
+    case("report", lambda d: _tear(d / "round_2" / "report.json"), ["round_2", "report.json", "corrupt or torn"])
+    case("model", lambda d: _tear(d / "round_1" / "dpo" / "model" / "model.safetensors"),
+         ["round_1", "cannot be loaded"])
+
+    def torn_logps(d):
+        (d / "round_2" / "report.json").unlink()  # round 2 crashed after scoring
+        _tear(d / "round_2" / "logps_m0.json")
+
+    case("logps", torn_logps, ["logps_m0.json", "corrupt or torn"])
+
+    def short_logps(d):
+        (d / "round_2" / "report.json").unlink()
+        (d / "round_2" / "logps_m0.json").write_text("[0.5, 1.0]")
+
+    case("logps-short", short_logps, ["logps_m0.json", "finite log-probabilities"])
+
+    def torn_dpo_checkpoint(d):
+        (d / "round_2" / "report.json").unlink()  # round 2 crashed inside its DPO stage
+        (d / "round_2" / "dpo" / "stage.json").unlink()
+        ck = d / "round_2" / "dpo" / "checkpoint"
+        ck.mkdir(parents=True)
+        (ck / "trainer_state.json").write_text('{"global_step": 1, "epo')
+
+    case("dpo-checkpoint", torn_dpo_checkpoint, ["trainer_state.json", "corrupt or torn"])
+
+
 # ---- bad input -------------------------------------------------------------------------------
 
 

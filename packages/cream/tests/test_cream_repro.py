@@ -13,10 +13,16 @@ NAMES = ["sft/m1_gt_m0", "drift/srlm_declines", "accuracy/cream_dyn_gt_srlm", "a
          "mechanism/margin_bounded_by_c", "consistency/cream_gt_srlm"]
 
 
-def test_pipeline_smoke_writes_claims_metrics_and_plot(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def tiny_cache(tmp_path_factory):
+    """One model cache for this module's tiny runs (same M0/M1 settings: pre-trained once)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_pipeline_smoke_writes_claims_metrics_and_plot(tmp_path, monkeypatch, tiny_cache):
     from iclr25.cream.reproduce import ReproSettings, compare, run_pipeline
 
-    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ICLR25_CACHE", str(tiny_cache))
     s = ReproSettings(seeds=(0, 1), iterations=2, m0_steps=8, sft_epochs=1.0, long_stage_epochs=1, workers=1,
                       n_operand=10, n_test=30, n_seed=20)
     claims = run_pipeline(s, tmp_path / "out", progress=False)
@@ -39,12 +45,12 @@ def test_pipeline_smoke_writes_claims_metrics_and_plot(tmp_path, monkeypatch):
     assert c["wins"] == 2 and c["diffs"] == pytest.approx([0.1, 0.3]) and c["gap_exceeds_spread"]
 
 
-def test_reproduce_command_writes_results(tmp_path, monkeypatch):
+def test_reproduce_command_writes_results(tmp_path, monkeypatch, tiny_cache):
     """``iclr25-cream reproduce`` through the core command (tiny settings swapped in)."""
     import iclr25.cream.reproduce as rp
     from iclr25.cream.cli import main
 
-    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ICLR25_CACHE", str(tiny_cache))
     monkeypatch.setattr(rp, "QUICK", rp.ReproSettings(seeds=(0, 1), iterations=2, m0_steps=8, sft_epochs=1.0,
                                                       long_stage_epochs=0, workers=1, methods=("srlm", "dyn"),
                                                       n_operand=10, n_test=30, n_seed=20))
@@ -70,3 +76,76 @@ def test_integration_quick_scale():
     assert claims["accuracy/cream_dyn_gt_srlm"].ours >= claims["accuracy/cream_dyn_gt_srlm"].baseline
     long = claims["mechanism/margin_bound_long_stage"]
     assert long.ours < long.threshold < long.baseline
+
+
+def test_full_preset_runs_the_previous_reference_ablation_and_resumes(tmp_path, monkeypatch, capsys, tiny_cache):
+    """The full run's extra regimes include the ``previous``-reference ablation (its own table and
+    claims); every (regime, seed) is checkpointed, ``--resume`` reuses them without recomputing, and
+    a torn checkpoint is a clean error."""
+    import iclr25.cream.reproduce as rp
+    from iclr25.cream.cli import main
+
+    assert rp.FULL_REGIMES["previous reference"]["reward_reference"] == "previous"
+    assert rp.FULL.seeds == (0, 1, 2, 3, 4) and rp.FULL.reward_reference == "base"
+    monkeypatch.setenv("ICLR25_CACHE", str(tiny_cache))
+    monkeypatch.setattr(rp, "FULL_REGIMES", {"previous reference": rp.FULL_REGIMES["previous reference"]})
+    tiny = rp.ReproSettings(seeds=(0, 1), iterations=2, m0_steps=8, sft_epochs=1.0, long_stage_epochs=0, workers=1,
+                            methods=("srlm", "dyn"), n_operand=10, n_test=30, n_seed=20)
+    monkeypatch.setattr(rp, "FULL", tiny)
+    out = tmp_path / "full"
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    prev = m["regimes"]["previous reference"]
+    assert prev["settings"]["reward_reference"] == "previous" and set(prev["summary"]) >= {"srlm", "avg", "dyn"}
+    assert any(c["name"] == "accuracy/cream_dyn_gt_srlm" for c in prev["claims"])
+    assert "**previous reference**" in (out / "tables.md").read_text()
+    ck = rp.checkpoint_path(out / "checkpoints", "previous reference", 1)
+    assert ck.is_file() and rp.checkpoint_path(out / "checkpoints", "main", 0).is_file()
+
+    # --resume recomputes nothing and gives the same numbers
+    def boom(*a, **k):
+        raise AssertionError("run_seed called on resume")
+
+    monkeypatch.setattr(rp, "run_seed", boom)
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1", "--resume"]) == 0
+    m2 = json.loads((out / "metrics.json").read_text())
+    assert m2["summary"] == m["summary"] and m2["regimes"]["previous reference"]["summary"] == prev["summary"]
+
+    # a torn checkpoint (a crash mid-write of an older version) is a clean error naming the file
+    ck.write_text(ck.read_text()[:100])
+    capsys.readouterr()
+    assert main(["reproduce", "--out", str(out), "--quiet", "--threads", "1", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt or torn" in err and "seed1.json" in err and "Traceback" not in err
+    with pytest.raises(ValueError, match="other settings"):
+        rp.load_checkpoint(rp.checkpoint_path(out / "checkpoints", "main", 0), replace_settings(tiny))
+
+
+def replace_settings(s):
+    from dataclasses import replace
+
+    return replace(s, n_samples=s.n_samples + 1)
+
+
+def test_regime_jobs_put_the_ablation_first_then_two_seeds_per_regime_in_turn():
+    from dataclasses import replace
+
+    import iclr25.cream.reproduce as rp
+
+    st = {n: replace(rp.FULL, **o) for n, o in rp.FULL_REGIMES.items()}
+    jobs = [(n, s) for n, _, s in rp._regime_jobs(st, rp.FULL.seeds)]
+    assert jobs[:5] == [("previous reference", k) for k in range(5)]
+    assert jobs[5:9] == [("T=4", 0), ("T=4", 1), ("hard (N=8, temperature 1.2)", 0), ("hard (N=8, temperature 1.2)", 1)]
+    assert sorted(jobs) == sorted((n, k) for n in st for k in range(5))  # every (regime, seed) once
+
+
+def test_select_regimes_by_name_or_folder_name():
+    import iclr25.cream.reproduce as rp
+
+    assert list(rp.select_regimes(None)) == list(rp.FULL_REGIMES)
+    assert list(rp.select_regimes(("t-4", "previous reference"))) == ["previous reference", "T=4"]
+    assert rp.select_regimes(()) == {}
+    with pytest.raises(ValueError, match="unknown regime 'nope'; known: hard-n-8"):
+        rp.select_regimes(("nope",))
+    with pytest.raises(ValueError, match="full run"):
+        rp.reproduce(quick=True, out_dir="unused", regimes=("t-4",))

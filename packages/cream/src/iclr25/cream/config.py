@@ -57,16 +57,22 @@ def _check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -
         raise ValueError(f"{owner}.{name}={value!r} must be one of {list(choices)}")
 
 
+def _check_temperature(owner: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{owner}.temperature={value!r} must be finite and >= 0 (0 = greedy)")
+
+
 @dataclass(kw_only=True)
-class TrainConfig:
-    """One training stage (SFT or DPO) run by :mod:`iclr25.cream.training`."""
+class _Optimiser:
+    """The optimiser fields a training stage (:class:`TrainConfig`), the loop (:class:`CreamConfig`)
+    and the ``sft``/``dpo`` commands share, with one validation."""
 
     lr: float = 1e-6
-    """Peak learning rate (AdamW)."""
+    """Peak learning rate, AdamW (paper DPO: 1e-6)."""
     epochs: float = 1.0
-    """Passes over the data (fractions allowed)."""
+    """Passes over the data, fractions allowed (paper DPO: 1)."""
     batch_size: int = 4
-    """Examples (DPO: pairs) per device per step."""
+    """Examples (DPO: pairs) per device per step (official: 4 on each of 8 GPUs)."""
     grad_accum: int = 1
     """Gradient-accumulation steps."""
     lr_scheduler: Literal["cosine", "linear", "constant"] = "cosine"
@@ -77,20 +83,43 @@ class TrainConfig:
     """AdamW weight decay (official: 0.01)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip (official: 1.0; 0 = none)."""
-    max_length: int | None = 2048
-    """Most tokens per sequence (longer responses are cut and counted)."""
-    beta: float = 0.1
-    """DPO temperature beta (DPO stages only; paper: 0.1)."""
-    seed: int = 0
-    """Data-order seed."""
     lora: bool = False
-    """Train a LoRA adapter (peft) instead of all weights; merged into the model at the end of the stage."""
+    """Train LoRA adapters (peft, the [peft] extra) instead of all weights; merged at the end of a stage."""
     lora_r: int = 32
     """LoRA rank (official: 32)."""
     lora_alpha: int = 64
     """LoRA alpha (official: 64)."""
     lora_dropout: float = 0.1
     """LoRA dropout (official: 0.1)."""
+
+    def _check_optimiser(self, owner: str) -> None:
+        check_float(owner, "lr", self.lr, ">0")
+        check_float(owner, "epochs", self.epochs, ">0")
+        check_float(owner, "warmup_ratio", self.warmup_ratio, "[0,1]")
+        check_float(owner, "weight_decay", self.weight_decay, ">=0")
+        check_float(owner, "max_grad_norm", self.max_grad_norm, ">=0")
+        check_float(owner, "lora_dropout", self.lora_dropout, "[0,1)")
+        for n in ("batch_size", "grad_accum", "lora_r", "lora_alpha"):
+            _check_int(owner, n, getattr(self, n), 1)
+        _check_choice(owner, "lr_scheduler", self.lr_scheduler, ("cosine", "linear", "constant"))
+
+
+def _train_config(src: Any, **fixed: Any) -> TrainConfig:
+    """The :class:`TrainConfig` of ``src``'s same-named fields, ``fixed`` overriding them."""
+    kw = {f.name: getattr(src, f.name) for f in fields(TrainConfig) if hasattr(src, f.name) and f.name not in fixed}
+    return TrainConfig(**kw, **fixed)
+
+
+@dataclass(kw_only=True)
+class TrainConfig(_Optimiser):
+    """One training stage (SFT or DPO) run by :mod:`iclr25.cream.training`."""
+
+    max_length: int | None = 2048
+    """Most tokens per sequence (longer responses are cut and counted)."""
+    beta: float = 0.1
+    """DPO temperature beta (DPO stages only; paper: 0.1)."""
+    seed: int = 0
+    """Data-order seed."""
     lora_target_modules: str = "all-linear"
     """peft target_modules: 'all-linear' or a comma-separated list of module names."""
     bf16: bool = False
@@ -104,23 +133,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         o = "TrainConfig"
-        check_float(o, "lr", self.lr, ">0")
-        check_float(o, "epochs", self.epochs, ">0")
-        check_float(o, "warmup_ratio", self.warmup_ratio, "[0,1]")
-        check_float(o, "weight_decay", self.weight_decay, ">=0")
-        check_float(o, "max_grad_norm", self.max_grad_norm, ">=0")
+        self._check_optimiser(o)
         check_float(o, "beta", self.beta, ">0")
-        check_float(o, "lora_dropout", self.lora_dropout, "[0,1)")
-        for n in ("batch_size", "grad_accum", "lora_r", "lora_alpha"):
-            _check_int(o, n, getattr(self, n), 1)
         _check_int(o, "save_steps", self.save_steps, 0)
         if self.max_length is not None:
             _check_int(o, "max_length", self.max_length, 2)
-        _check_choice(o, "lr_scheduler", self.lr_scheduler, ("cosine", "linear", "constant"))
 
 
 @dataclass(kw_only=True)
-class CreamConfig:
+class CreamConfig(_Optimiser):
     """CREAM's self-rewarding loop (spec §1.5) with the paper's defaults (official README/config, §1.6).
 
     Use :meth:`toy` for the CPU-scale addition task of the spec (§4).
@@ -150,22 +171,6 @@ class CreamConfig:
     """Most tokens per scored sequence (official: 4096)."""
     beta: float = 0.1
     """DPO beta (paper: 0.1)."""
-    lr: float = 1e-6
-    """DPO learning rate (paper: 1e-6)."""
-    epochs: float = 1.0
-    """DPO epochs per round (paper: 1)."""
-    batch_size: int = 4
-    """DPO pairs per device per step (official: 4 on each of 8 GPUs)."""
-    grad_accum: int = 1
-    """Gradient-accumulation steps (DPO and SFT)."""
-    lr_scheduler: Literal["cosine", "linear", "constant"] = "cosine"
-    """Learning-rate schedule after warm-up (official: cosine)."""
-    warmup_ratio: float = 0.1
-    """Warm-up share (official: 0.1)."""
-    weight_decay: float = 0.01
-    """AdamW weight decay (official: 0.01)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip (official: 1.0)."""
     max_length: int = 2048
     """Most tokens per training sequence (official SFT: 2048)."""
     sft_epochs: float = 5.0
@@ -174,14 +179,6 @@ class CreamConfig:
     """SFT learning rate (official: 5e-6)."""
     sft_batch_size: int = 4
     """SFT examples per device per step (official: 4)."""
-    lora: bool = False
-    """LoRA adapters (peft) for SFT and DPO stages (official: available, off)."""
-    lora_r: int = 32
-    """LoRA rank (official: 32)."""
-    lora_alpha: int = 64
-    """LoRA alpha (official: 64)."""
-    lora_dropout: float = 0.1
-    """LoRA dropout (official: 0.1)."""
     bf16: bool = False
     """bf16 mixed precision in training."""
     chat_template: bool = False
@@ -200,23 +197,14 @@ class CreamConfig:
         _check_choice(o, "consistency_method", self.consistency_method, ("kendall", "spearman"))
         _check_int(o, "iterations", self.iterations, 1)
         _check_int(o, "n_samples", self.n_samples, 2)
-        if not (isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool)
-                and math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ValueError(f"CreamConfig.temperature={self.temperature!r} must be finite and >= 0 "
-                             "(0 = greedy)")
+        _check_temperature(o, self.temperature)
+        self._check_optimiser(o)
         check_float(o, "top_p", self.top_p, "(0,1]")
         check_float(o, "beta", self.beta, ">0")
-        check_float(o, "lr", self.lr, ">0")
         check_float(o, "sft_lr", self.sft_lr, ">0")
-        check_float(o, "epochs", self.epochs, ">0")
         check_float(o, "sft_epochs", self.sft_epochs, ">=0")
-        check_float(o, "warmup_ratio", self.warmup_ratio, "[0,1]")
-        check_float(o, "weight_decay", self.weight_decay, ">=0")
-        check_float(o, "max_grad_norm", self.max_grad_norm, ">=0")
-        check_float(o, "lora_dropout", self.lora_dropout, "[0,1)")
         check_float(o, "min_sft_gain", self.min_sft_gain, "any")
-        for n in ("max_new_tokens", "reward_batch_size", "batch_size", "sft_batch_size", "grad_accum",
-                  "lora_r", "lora_alpha"):
+        for n in ("max_new_tokens", "reward_batch_size", "sft_batch_size"):
             _check_int(o, n, getattr(self, n), 1)
         _check_int(o, "reward_max_length", self.reward_max_length, 2)
         _check_int(o, "max_length", self.max_length, 2)
@@ -236,13 +224,7 @@ class CreamConfig:
 
     def dpo_train(self, *, round_index: int = 1, device: str = "auto") -> TrainConfig:
         """The :class:`TrainConfig` of DPO round ``round_index`` (its data-order seed differs per round)."""
-        return TrainConfig(lr=self.lr, epochs=self.epochs, batch_size=self.batch_size, grad_accum=self.grad_accum,
-                           lr_scheduler=self.lr_scheduler, warmup_ratio=self.warmup_ratio,
-                           weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
-                           max_length=self.max_length, beta=self.beta, seed=self.seed * 1000 + round_index,
-                           lora=self.lora, lora_r=self.lora_r, lora_alpha=self.lora_alpha,
-                           lora_dropout=self.lora_dropout, bf16=self.bf16, chat_template=self.chat_template,
-                           device=device)
+        return _train_config(self, seed=self.seed * 1000 + round_index, device=device)
 
     def sft_train(self, *, device: str = "auto") -> TrainConfig:
         """The :class:`TrainConfig` of the SFT stage M0 -> M1."""
@@ -274,33 +256,9 @@ class _Model(ModelLoadOptions):
 
 
 @dataclass(kw_only=True)
-class _Train:
-    lr: float = 1e-6
-    """Peak learning rate."""
-    epochs: float = 1.0
-    """Epochs."""
-    batch_size: int = 4
-    """Examples per device per step."""
-    grad_accum: int = 1
-    """Gradient-accumulation steps."""
-    lr_scheduler: Literal["cosine", "linear", "constant"] = "cosine"
-    """Schedule after warm-up."""
-    warmup_ratio: float = 0.1
-    """Warm-up share."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient clip (0 = none)."""
+class _Train(_Optimiser):
     max_length: int = 2048
     """Most tokens per sequence."""
-    lora: bool = False
-    """Train a LoRA adapter (needs the [peft] extra); merged at the end."""
-    lora_r: int = 32
-    """LoRA rank."""
-    lora_alpha: int = 64
-    """LoRA alpha."""
-    lora_dropout: float = 0.1
-    """LoRA dropout."""
     chat_template: bool = False
     """Wrap prompts in the tokenizer's chat template."""
     save_steps: int = 0
@@ -311,9 +269,7 @@ class _Train:
     def train_config(self, *, beta: float = 0.1, seed: int = 0, bf16: bool = False,
                      device: str = "auto") -> TrainConfig:
         """The :class:`TrainConfig` these flags describe."""
-        names = {f.name for f in fields(TrainConfig)} - {"beta", "seed", "bf16", "device"}
-        kw = {f.name: getattr(self, f.name) for f in fields(self) if f.name in names}  # type: ignore[arg-type]
-        return TrainConfig(**kw, beta=beta, seed=seed, bf16=bf16, device=device)
+        return _train_config(self, beta=beta, seed=seed, bf16=bf16, device=device)
 
 
 @dataclass(kw_only=True)
@@ -367,9 +323,7 @@ class SampleConfig(CommonOptions, SeedOption, _Model):
 
     def __post_init__(self) -> None:
         _check_int("sample", "n", self.n, 2)
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and self.temperature >= 0):
-            raise ValueError(f"sample.temperature={self.temperature!r} must be finite and >= 0")
+        _check_temperature("sample", self.temperature)
         check_float("sample", "top_p", self.top_p, "(0,1]")
         _check_int("sample", "max_new_tokens", self.max_new_tokens, 1)
         _check_int("sample", "batch_size", self.batch_size, 1)
@@ -520,3 +474,8 @@ class DemoConfig(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class CreamReproduceOptions(ReproduceOptions):
     """Reproduce CREAM's claims on the toy addition task; writes results.json/md, metrics.json, metrics.png."""
+
+    resume: bool = False
+    """Reuse the per-seed results already in OUT/checkpoints (each regime and seed is saved when it ends)."""
+    regimes: tuple[str, ...] | None = None
+    """Full run only: the extra regimes to run (previous-reference, t-4, hard-n-8-temperature-1-2; default: all)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -131,10 +132,30 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _load_model(path: str | Path, like: Any) -> Any:
+    """A model a finished stage of this loop saved (a clean error when it is missing or torn)."""
     from transformers import AutoModelForCausalLM
 
     p = next(like.parameters())
-    return AutoModelForCausalLM.from_pretrained(path, dtype=p.dtype).to(p.device).eval()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=p.dtype)
+    except Exception as e:  # OSError (missing files), safetensors' error (torn file), a bad config.json
+        raise ValueError(f"{path}: a finished stage's model cannot be loaded on resume ({type(e).__name__}: "
+                         f"{str(e)[:200]}); delete its round folder to redo that round") from None
+    return model.to(p.device).eval()
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: corrupt or torn {what} ({e}); delete it and loop --resume recomputes it") from None
+
+
+def _write_json(path: Path, obj: Any, indent: int | None = None) -> None:
+    """Atomic (temporary file + rename): a crash leaves the old file or none, never a torn one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=indent) + ("\n" if indent else ""))
+    os.replace(tmp, path)
 
 
 def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence[Sequence[str]],
@@ -219,7 +240,7 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
     else:
         m1 = copy.deepcopy(base_model)
         res = train_sft(m1, tokenizer, list(sft_data or []), cfg.sft_train(device=device), out_dir=m1_dir,
-                        resume=resume and m1_dir is not None and (m1_dir / "checkpoint").exists(),
+                        resume=resume and m1_dir is not None and (m1_dir / "checkpoint" / "trainer_state.json").is_file(),
                         progress=progress)
         models[1] = res.model
     base_metrics = start_metrics = None
@@ -237,7 +258,11 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
     for t in rounds:
         rdir = out / f"round_{t}" if out is not None else None
         if resume and rdir is not None and (rdir / "report.json").is_file():
-            rep = IterationReport.from_dict(json.loads((rdir / "report.json").read_text()))
+            try:
+                rep = IterationReport.from_dict(_read_json(rdir / "report.json", "round report"))
+            except (KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{rdir / 'report.json'}: not a round report ({type(e).__name__}: {e}); delete it "
+                                 "and loop --resume redoes the round") from None
             reports.append(rep)
             models[t + 1] = _load_model(rdir / "dpo" / "model", base_model)
             start_metrics = rep.metrics
@@ -275,13 +300,22 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
         for k in sorted(need):
             f = rdir / f"logps_m{k}.json" if rdir is not None else None
             if resume and f is not None and f.is_file():
-                logps[k] = np.asarray(json.loads(f.read_text()), dtype=np.float64)
+                n_resp = sum(len(s.responses) for s in samples)
+                raw = _read_json(f, "log-probability file")
+                try:
+                    logps[k] = np.asarray(raw, dtype=np.float64)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{f}: not a list of numbers ({e}); delete it and loop --resume recomputes "
+                                     "it") from None
+                if logps[k].shape != (n_resp,) or not np.isfinite(logps[k]).all():
+                    raise ValueError(f"{f}: expected {n_resp} finite log-probabilities (one per sampled response), "
+                                     f"got shape {logps[k].shape}; delete it and loop --resume recomputes it")
                 continue
             if k not in models:
                 models[k] = _load_model(out / f"round_{k - 1}" / "dpo" / "model", base_model)  # type: ignore[operator]
             logps[k] = score(models[k], samples)
             if f is not None:
-                f.write_text(json.dumps(logps[k].tolist()))
+                _write_json(f, logps[k].tolist())
         if use_c:
             avg0 = score(models[0], samples, average=True) if t == 1 else np.zeros(0)
             cur, prev = round_rewards(logps, t, cfg.reward_reference, avg0)
@@ -331,7 +365,8 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
             dcfg = cfg.dpo_train(round_index=t, device=device)
             ddir = rdir / "dpo" if rdir is not None else None
             res = train_dpo(new, tokenizer, pairs, dcfg, out_dir=ddir,
-                            resume=resume and ddir is not None and (ddir / "checkpoint").exists(), progress=progress)
+                            resume=resume and ddir is not None and (ddir / "checkpoint" / "trainer_state.json").is_file(),
+                            progress=progress)
             new = res.model
             rep.c_train_mean = float(np.mean([p.c for p in pairs]))
             rep.dpo = {**res.summary(), "first_step_margin": res.history[0].get("margin") if res.history else None,
@@ -352,7 +387,7 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
         rep.seconds = times
         if rdir is not None:
             rep.model_dir = str(rdir / "dpo" / "model")
-            (rdir / "report.json").write_text(json.dumps(rep.to_dict(), indent=2) + "\n")
+            _write_json(rdir / "report.json", rep.to_dict(), indent=2)
         log.info("round %d [%s]: %d pairs, C %s, margin %s, metrics %s", t, cfg.method, rep.n_pairs,
                  f"{summary['mean']:.3f}" if summary else "-", rep.dpo.get("final_margin_mean"),
                  {k: round(v, 4) for k, v in rep.metrics.items() if isinstance(v, float)})

@@ -16,7 +16,9 @@ import json
 import logging
 import math
 import os
+import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import numpy as np
 
 from iclr25.core.results import Claim
 
-__all__ = ["ReproSettings", "QUICK", "FULL", "reproduce", "run_seed", "compare"]
+__all__ = ["ReproSettings", "QUICK", "FULL", "reproduce", "run_seed", "compare", "checkpoint_path", "load_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +74,9 @@ QUICK = ReproSettings()
 FULL = ReproSettings(seeds=(0, 1, 2, 3, 4))
 #: extra regimes of the full run (tables, no claims)
 FULL_REGIMES = {
+    "previous reference": dict(reward_reference="previous", methods=("srlm", "avg", "dyn"), long_stage_epochs=0),
     "T=4": dict(iterations=4, long_stage_epochs=0),
     "hard (N=8, temperature 1.2)": dict(n_samples=8, temperature=1.2, long_stage_epochs=0),
-    "previous reference": dict(reward_reference="previous", methods=("srlm", "avg", "dyn"), long_stage_epochs=0),
 }
 
 
@@ -161,13 +163,96 @@ def _margin_by_epoch(history: list[dict[str, float]]) -> list[float]:
 
 
 def _run_all(settings: ReproSettings, device: str, progress: bool) -> list[dict[str, Any]]:
-    from iclr25.core.progress import progress as bar_of
+    """:func:`run_seed` for every seed of ``settings`` (no checkpoints)."""
+    done = _run_jobs([("main", settings, s) for s in settings.seeds], device, progress)
+    return [done[("main", s)] for s in settings.seeds]
 
-    seeds = list(settings.seeds)
-    workers = min(settings.workers, len(seeds))
+
+def _regime_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "main"
+
+
+def _checkpoint_settings(settings: ReproSettings) -> dict[str, Any]:
+    """What a seed's result depends on (the seed list and the worker count do not matter)."""
+    d = {k: v for k, v in asdict(settings).items() if k not in ("seeds", "workers")}
+    return json.loads(json.dumps(d))
+
+
+def checkpoint_path(ckpt_dir: str | Path, regime: str, seed: int) -> Path:
+    """``ckpt_dir/<regime>/seed<k>.json``: one finished (regime, seed) of a reproduction."""
+    return Path(ckpt_dir) / _regime_key(regime) / f"seed{int(seed)}.json"
+
+
+def load_checkpoint(path: str | Path, settings: ReproSettings) -> dict[str, Any]:
+    """A per-seed result saved by :func:`run_pipeline`.
+
+    Raises:
+        ValueError: the file is not valid JSON (torn or corrupt), lacks ``settings``/``result``,
+            or was written with other settings (naming the file and what to do).
+    """
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: corrupt or torn reproduction checkpoint ({e}); delete it to rerun that seed") from None
+    if not isinstance(d, dict) or not isinstance(d.get("result"), dict) or "settings" not in d:
+        raise ValueError(f"{p}: not a reproduction checkpoint (needs 'settings' and 'result'); delete it to rerun "
+                         "that seed")
+    want = _checkpoint_settings(settings)
+    if d["settings"] != want:
+        diff = sorted(k for k in set(want) | set(d["settings"]) if want.get(k) != d["settings"].get(k))
+        raise ValueError(f"{p}: saved with other settings (differing: {', '.join(diff)}); use another --out or "
+                         "delete the checkpoints folder")
+    return d["result"]
+
+
+def _save_checkpoint(path: Path, settings: ReproSettings, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"settings": _checkpoint_settings(settings), "result": result}, allow_nan=False))
+    os.replace(tmp, path)  # atomic: a crash leaves the old file or none, never a torn one
+
+
+def _run_jobs(jobs: list[tuple[str, ReproSettings, int]], device: str, progress: bool, *,
+              ckpt_dir: Path | None = None, resume: bool = False,
+              on_done: Callable[[dict[tuple[str, int], dict[str, Any]]], None] | None = None,
+              ) -> dict[tuple[str, int], dict[str, Any]]:
+    """Run ``(regime, settings, seed)`` jobs, in order, over ``settings.workers`` spawned worker
+    processes (one thread each). Every result is made plain JSON (so a resumed run computes from
+    the same values as an uninterrupted one) and, with ``ckpt_dir``, saved when it ends;
+    ``resume`` reuses saved results (:func:`load_checkpoint`); ``on_done(results so far)`` is
+    called after each job."""
+    from iclr25.core.progress import progress as bar_of
+    from iclr25.core.runinfo import to_jsonable
+
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = []
+    for regime, s, seed in jobs:
+        path = checkpoint_path(ckpt_dir, regime, seed) if ckpt_dir is not None else None
+        if resume and path is not None and path.is_file():
+            done[(regime, seed)] = load_checkpoint(path, s)
+            log.info("%s seed %d: reusing %s", regime, seed, path)
+        else:
+            todo.append((regime, s, seed, path))
+
+    def finish(regime: str, s: ReproSettings, seed: int, path: Path | None, res: dict[str, Any]) -> None:
+        res = json.loads(json.dumps(to_jsonable(res), allow_nan=False))
+        if path is not None:
+            _save_checkpoint(path, s, res)
+        done[(regime, seed)] = res
+        if on_done is not None:
+            on_done(done)
+
+    if not todo:
+        return done
+    workers = min(todo[0][1].workers, len(todo))
+    bar = bar_of(total=len(todo), desc="cream seeds", unit="seed", quiet=None if progress else True)
     if workers <= 1 or device.startswith("cuda"):
-        return [run_seed(s, settings, device) for s in bar_of(seeds, desc="cream seeds", unit="seed",
-                                                              quiet=None if progress else True)]
+        for regime, s, seed, path in todo:
+            finish(regime, s, seed, path, run_seed(seed, s, device))
+            bar.update(1)
+        bar.close()
+        return done
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -175,19 +260,17 @@ def _run_all(settings: ReproSettings, device: str, progress: bool) -> list[dict[
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(run_seed, s, settings, device): s for s in seeds}
-            done = {}
-            bar = bar_of(total=len(seeds), desc="cream seeds", unit="seed", quiet=None if progress else True)
+            futs = {pool.submit(run_seed, seed, s, device): (regime, s, seed, path) for regime, s, seed, path in todo}
             for f in as_completed(futs):
-                done[futs[f]] = f.result()
+                finish(*futs[f], f.result())
                 bar.update(1)
-            bar.close()
     finally:
+        bar.close()
         if env_threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_threads
-    return [done[s] for s in seeds]
+    return done
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,15 +456,23 @@ def plot(summary: dict[str, Any], settings: ReproSettings, path: Path, title: st
 
 
 def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seeds: list[int] | None = None,
-              device: str = "auto") -> list[Claim]:
+              device: str = "auto", resume: bool = False, regimes: tuple[str, ...] | None = None) -> list[Claim]:
     """Run the reproduction and return the claims (``metrics.json``, ``tables.md``, ``metrics.png``
-    written to ``out_dir``).
+    written to ``out_dir``; every finished (regime, seed) to ``out_dir/checkpoints``).
 
     Args:
         quick: seeds (0, 1) and the main regime only; else seeds 0-4 plus the extra regimes.
         out_dir: output folder.
         seeds: override the seeds.
         device: ``auto`` (CPU for this toy: it is faster than a GPU at this size), ``cpu`` or ``cuda``.
+        resume: reuse the per-seed results already saved in ``out_dir/checkpoints``.
+        regimes: the full run's extra regimes to run (names of ``FULL_REGIMES`` or their folder
+            names, e.g. ``previous-reference``, ``t-4``, ``hard-n-8-temperature-1-2``; ``None``: all;
+            ``()``: none).
+
+    Raises:
+        ValueError: fewer than 2 seeds; an unknown regime, or regimes with ``quick``; with
+            ``resume``, a corrupt checkpoint or one saved with other settings.
     """
     base = QUICK if quick else FULL
     if seeds is not None:
@@ -389,43 +480,101 @@ def reproduce(quick: bool = True, out_dir: str | Path = "results/cream", *, seed
             raise ValueError("the reproduction needs at least 2 seeds (claims report a spread across seeds)")
         base = replace(base, seeds=tuple(int(s) for s in seeds))
     dev = "cpu" if device == "auto" else device
-    return run_pipeline(base, out_dir, device=dev, regimes=not quick)
+    if quick and regimes:
+        raise ValueError("regimes belong to the full run; drop --quick or --regimes")
+    return run_pipeline(base, out_dir, device=dev, regimes=not quick, resume=resume,
+                        only=None if quick else regimes)
 
 
-def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
-                 progress: bool | None = None) -> list[Claim]:
-    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = device
-    if progress is None:
-        progress = os.environ.get("ICLR25_QUIET") != "1"
-    t0 = time.perf_counter()
-    results = _run_all(base, dev, progress)
-    summary = summarize(results, base)
-    claims, extra = claims_from(results, base)
-    tables = [table(summary, base, f"main: T={base.iterations}, N={base.n_samples}, temperature "
-                                   f"{base.temperature}, fixed base reference")]
-    metrics: dict[str, Any] = {"settings": asdict(base), "summary": summary, **extra, "per_seed": results,
-                               "pretrain_seconds": {"m0": [r["m0_seconds"] for r in results],
-                                                    "m1": [r["m1_seconds"] for r in results]}, "regimes": {}}
-    plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
-    if regimes:
-        for k, (name, over) in enumerate(FULL_REGIMES.items()):
-            s = replace(base, **over)
-            res = _run_all(s, dev, progress)
-            summ = summarize(res, s)
-            cl, ex = claims_from(res, s)
-            metrics["regimes"][name] = {"settings": asdict(s), "summary": summ, **ex,
-                                        "claims": [c.to_dict() for c in cl], "per_seed": res}
-            tables.append(table(summ, s, name))
-            plot(summ, s, out / f"metrics_regime{k + 1}.png", f"CREAM on the addition task: {name}")
-    metrics["seconds"] = time.perf_counter() - t0
+def select_regimes(names: tuple[str, ...] | None) -> dict[str, dict[str, Any]]:
+    """The ``FULL_REGIMES`` entries named (by name or folder name) in ``names``, in their order
+    (``None``: all). Raises ``ValueError`` naming an unknown regime and the known ones."""
+    if names is None:
+        return dict(FULL_REGIMES)
+    keys = {_regime_key(n): n for n in FULL_REGIMES}
+    want = set()
+    for n in names:
+        k = n if n in FULL_REGIMES else keys.get(_regime_key(n))
+        if k is None:
+            raise ValueError(f"unknown regime {n!r}; known: {', '.join(sorted(keys))}")
+        want.add(k)
+    return {n: o for n, o in FULL_REGIMES.items() if n in want}
+
+
+def _write_outputs(out: Path, metrics: dict[str, Any], tables: list[str]) -> None:
     from iclr25.core.runinfo import to_jsonable
 
     (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=1, allow_nan=False) + "\n")
     (out / "tables.md").write_text("\n\n".join(tables) + "\n")
+
+
+def _regime_jobs(settings: dict[str, ReproSettings], seeds: tuple[int, ...]) -> list[tuple[str, ReproSettings, int]]:
+    """The extra regimes' jobs: all seeds of the first regime (the ``previous``-reference ablation),
+    then the other regimes two seeds at a time in turn, so that a run stopped early has a spread
+    (two seeds) for as many regimes as possible."""
+    names = list(settings)
+    if not names:
+        return []
+    jobs = [(names[0], settings[names[0]], s) for s in seeds]
+    for i in range(0, len(seeds), 2):
+        jobs += [(n, settings[n], s) for n in names[1:] for s in seeds[i:i + 2]]
+    return jobs
+
+
+def run_pipeline(base: ReproSettings, out_dir: str | Path, *, device: str = "cpu", regimes: bool = False,
+                 progress: bool | None = None, resume: bool = False,
+                 only: tuple[str, ...] | None = None) -> list[Claim]:
+    """:func:`reproduce` at explicit settings (``regimes``: also the full run's extra regimes, or
+    those named in ``only``).
+
+    Every (regime, seed) is one job of a single worker pool, the main regime's seeds first, then the
+    extra regimes (:func:`_regime_jobs`; the pool never idles between regimes, and a seed's M0/M1 are
+    cached by its main job before any regime needs them). With ``regimes``, ``metrics.json``
+    and ``tables.md`` are written as soon as the main regime is done, and again at the end."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoints"
+    if progress is None:
+        progress = os.environ.get("ICLR25_QUIET") != "1"
+    t0 = time.perf_counter()
+    settings = {name: replace(base, **over) for name, over in select_regimes(only).items()} if regimes else {}
+    jobs = [("main", base, s) for s in base.seeds] + _regime_jobs(settings, base.seeds)
+    state: dict[str, Any] = {}
+
+    def main_outputs(done: dict[tuple[str, int], dict[str, Any]]) -> None:
+        results = [done[("main", s)] for s in base.seeds]
+        summary = summarize(results, base)
+        claims, extra = claims_from(results, base)
+        tables = [table(summary, base, f"main: T={base.iterations}, N={base.n_samples}, temperature "
+                                       f"{base.temperature}, fixed base reference")]
+        metrics: dict[str, Any] = {"settings": asdict(base), "summary": summary, **extra, "per_seed": results,
+                                   "pretrain_seconds": {"m0": [r["m0_seconds"] for r in results],
+                                                        "m1": [r["m1_seconds"] for r in results]}, "regimes": {},
+                                   "seconds_main": time.perf_counter() - t0}
+        plot(summary, base, out / "metrics.png", "CREAM on the addition task (main regime)")
+        state.update(claims=claims, metrics=metrics, tables=tables)
+        if regimes:
+            _write_outputs(out, metrics, tables)
+
+    def on_done(done: dict[tuple[str, int], dict[str, Any]]) -> None:
+        if "claims" not in state and all(("main", s) in done for s in base.seeds):
+            main_outputs(done)
+
+    done = _run_jobs(jobs, device, progress, ckpt_dir=ckpt, resume=resume, on_done=on_done)
+    on_done(done)
+    metrics, tables = state["metrics"], state["tables"]
+    for k, name in enumerate(settings):
+        s = settings[name]
+        res = [done[(name, seed)] for seed in base.seeds]
+        summ = summarize(res, s)
+        cl, ex = claims_from(res, s)
+        metrics["regimes"][name] = {"settings": asdict(s), "summary": summ, **ex,
+                                    "claims": [c.to_dict() for c in cl], "per_seed": res}
+        tables.append(table(summ, s, name))
+        plot(summ, s, out / f"metrics_regime{k + 1}.png", f"CREAM on the addition task: {name}")
+    metrics["seconds"] = time.perf_counter() - t0
+    _write_outputs(out, metrics, tables)
     pre = float(np.mean(np.add(metrics["pretrain_seconds"]["m0"], metrics["pretrain_seconds"]["m1"])))
     log.info("cream reproduction: %.1f s wall (one-time M0/M1 pre-training, 0 when cached: %.1f s per seed, "
              "seeds in parallel)", metrics["seconds"], pre)
-    return claims
+    return state["claims"]

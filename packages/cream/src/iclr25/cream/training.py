@@ -228,23 +228,80 @@ def _save_model(accelerator: Any, model: Any, tokenizer: Any, folder: Path) -> N
     accelerator.wait_for_everyone()
 
 
+def _corrupt(path: Path, err: BaseException, ck: Path) -> ValueError:
+    """The error for an unreadable checkpoint file (torn by a crash mid-write, or foreign)."""
+    return ValueError(f"{path}: corrupt or torn checkpoint file ({type(err).__name__}: {str(err)[:200]}); delete "
+                      f"{ck} to start the stage over (or run without --resume)")
+
+
+def _load_tensors(path: Path, ck: Path) -> Any:
+    """``torch.load(path, weights_only=True)`` of a checkpoint file, a clean error when it is
+    missing or unreadable."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing from the checkpoint; delete {ck} to start the stage over")
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as e:  # UnpicklingError, EOFError, RuntimeError ("failed finding central directory")
+        raise _corrupt(path, e, ck) from None
+
+
+_STATE_KEYS = ("global_step", "epoch", "step_in_epoch")
+
+
+def _read_trainer_state(ck: Path) -> dict[str, Any]:
+    """``ck/trainer_state.json``, validated (the step counters are non-negative ints, the history a list)."""
+    p = ck / "trainer_state.json"
+    try:
+        state = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise _corrupt(p, e, ck) from None
+    ok = isinstance(state, dict) and isinstance(state.get("history"), list) and all(
+        isinstance(state.get(k), int) and not isinstance(state.get(k), bool) and state[k] >= 0 for k in _STATE_KEYS)
+    if not ok:
+        raise ValueError(f"{p}: not a trainer state (needs non-negative integer {', '.join(_STATE_KEYS)} and a "
+                         f"history list); delete {ck} to start the stage over")
+    return state
+
+
+def _load_state(obj: Any, path: Path, ck: Path) -> None:
+    """``obj.load_state_dict`` from a checkpoint file (optimizer, scheduler), a clean error when it does not fit."""
+    state = _load_tensors(path, ck)
+    try:
+        obj.load_state_dict(state)
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise ValueError(f"{path}: does not fit this run's {type(obj).__name__} ({type(e).__name__}: "
+                         f"{str(e)[:200]}); delete {ck} to start the stage over") from None
+
+
 def _load_weights(model: Any, folder: Path) -> None:
     """Load the weights saved by ``save_pretrained`` in ``folder`` into ``model`` (full model or peft
     adapter), from safetensors."""
     from safetensors.torch import load_file
 
+    def read(f: Path) -> dict[str, torch.Tensor]:
+        try:
+            return load_file(str(f))
+        except Exception as e:  # safetensors raises its own error type on a torn or foreign file
+            raise _corrupt(f, e, folder.parent) from None
+
     if _is_peft(model):
         peft = _peft()
-        state = load_file(str(folder / "adapter_model.safetensors"))
-        peft.set_peft_model_state_dict(model, state)
+        f = folder / "adapter_model.safetensors"
+        if not f.is_file():
+            raise FileNotFoundError(f"{f}: missing from the checkpoint; delete {folder.parent} to start over")
+        peft.set_peft_model_state_dict(model, read(f))
         return
     files = sorted(folder.glob("model*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"{folder}: no model*.safetensors to resume from")
+        raise FileNotFoundError(f"{folder}: no model*.safetensors to resume from; delete {folder.parent} to start "
+                                "over")
     state: dict[str, torch.Tensor] = {}
     for f in files:
-        state.update(load_file(str(f)))
-    missing, unexpected = model.load_state_dict(state, strict=False)
+        state.update(read(f))
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # a tensor of the wrong shape
+        raise ValueError(f"{folder}: checkpoint does not fit the model ({str(e)[:300]})") from None
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
     missing = [m for m in missing if m not in tied and not any(m.endswith(t) for t in tied)]
     if missing or unexpected:
@@ -269,7 +326,7 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
         if ck is None or not (ck / "trainer_state.json").is_file():
             raise FileNotFoundError(f"{kind}: --resume given but there is no checkpoint in "
                                     f"{ck if ck is not None else '(no output folder)'}; run without --resume to start")
-        state = json.loads((ck / "trainer_state.json").read_text())
+        state = _read_trainer_state(ck)
     accelerator = _make_accelerator(cfg)
     if ck is not None and accelerator.is_main_process:
         out_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
@@ -299,8 +356,8 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
             log.warning("%s: resuming under DeepSpeed restores the weights and the data position; the "
                         "ZeRO-sharded optimizer moments restart from zero", kind)
         else:
-            opt.optimizer.load_state_dict(torch.load(ck / "optimizer.pt", weights_only=True))  # type: ignore[operator]
-        sched.scheduler.load_state_dict(torch.load(ck / "scheduler.pt", weights_only=True))  # type: ignore[operator]
+            _load_state(opt.optimizer, ck / "optimizer.pt", ck)  # type: ignore[operator]
+        _load_state(sched.scheduler, ck / "scheduler.pt", ck)  # type: ignore[operator]
     history: list[dict[str, float]] = list(state["history"])
 
     def checkpoint() -> None:
@@ -387,7 +444,12 @@ def _load_final(out_dir: Path, like: Any) -> Any:
     from transformers import AutoModelForCausalLM
 
     dtype = next(like.parameters()).dtype
-    return AutoModelForCausalLM.from_pretrained(out_dir / "model", dtype=dtype).to(next(like.parameters()).device).eval()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(out_dir / "model", dtype=dtype)
+    except Exception as e:  # OSError, safetensors' error, a bad config.json
+        raise ValueError(f"{out_dir / 'model'}: the finished stage's model cannot be loaded ({type(e).__name__}: "
+                         f"{str(e)[:200]}); delete {out_dir / 'stage.json'} to train the stage again") from None
+    return model.to(next(like.parameters()).device).eval()
 
 
 def _write_final(result: StageResult, tokenizer: Any, out_dir: Path | None, extra: dict[str, Any]) -> None:
@@ -506,7 +568,12 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
 
     def before(acc: Any, m: Any) -> None:
         if resume and ref_file is not None and ref_file.is_file():
-            holder["ref"] = torch.load(ref_file, weights_only=True)
+            ref = _load_tensors(ref_file, out / "checkpoint")  # type: ignore[operator]
+            if not isinstance(ref, torch.Tensor) or tuple(ref.shape) != (len(pairs), 2) or not ref.isfinite().all():
+                raise ValueError(f"{ref_file}: expected finite ({len(pairs)}, 2) reference log-probs (one row per "
+                                 f"pair), got {getattr(ref, 'shape', type(ref).__name__)}; delete it and "
+                                 f"{out / 'checkpoint'} to start the stage over")  # type: ignore[operator]
+            holder["ref"] = ref
             return
         if _is_peft(m):
             with m.disable_adapter():
