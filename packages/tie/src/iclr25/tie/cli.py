@@ -56,10 +56,15 @@ def _source_rows(cfg: EmbedConfig):
     """(n_rows, encode(idx), y, a, split, prompts, class_names, fingerprint items, encoder)."""
     import numpy as np
 
-    from .embeddings import PromptSet, load_prompts, read_celeba, read_metadata
+    from .embeddings import PromptSet
     from .encoders import OfflinePairEncoder, load_hf_clip, load_open_clip
 
     dev = _device(cfg.device)
+    if cfg.source == "cifar10-frames" and cfg.encoder != "offline-pair":
+        raise ValueError("--source cifar10-frames renders 32x32 arrays for the offline pair; use --encoder offline-pair")
+    if cfg.source != "cifar10-frames":
+        # read and check the metadata and the prompts before a model is loaded or an image embedded
+        md, prompts, names = _user_rows(cfg)
     if cfg.encoder == "offline-pair":
         if cfg.checkpoint is None:
             raise ValueError("--encoder offline-pair needs --checkpoint DIR (written by 'iclr25-tie train-encoder')")
@@ -71,8 +76,6 @@ def _source_rows(cfg: EmbedConfig):
             raise ValueError("--encoder hf needs --model-dir (a local folder with config.json; no download is attempted)")
         enc = load_hf_clip(cfg.model_dir, device=dev, batch_size=cfg.batch_size)
     if cfg.source == "cifar10-frames":
-        if cfg.encoder != "offline-pair":
-            raise ValueError("--source cifar10-frames renders 32x32 arrays for the offline pair; use --encoder offline-pair")
         from .offline_pair import CLASS_NAMES, _load_cifar, _rng, draw_colours, render_frames
 
         _, d = _load_cifar(cfg.data)
@@ -88,6 +91,16 @@ def _source_rows(cfg: EmbedConfig):
                             {0: "a photo with a green frame", 1: "a photo with a blue frame"}, "offline pair")
         items = [f"cifar10-frames rho={cfg.rho} seed={cfg.seed}"]
         return imgs.shape[0], lambda idx: enc.encode_arrays(imgs[idx]), y, a, split, prompts, list(CLASS_NAMES), items, enc
+    paths = md.paths
+    return (len(paths), lambda idx: enc.encode_images([paths[i] for i in idx]), md.y, md.a, md.split, prompts, names,
+            [str(p) for p in paths], enc)
+
+
+def _user_rows(cfg: EmbedConfig):
+    """(metadata, prompts, class names) of --source metadata|celeba, checked against each other."""
+    from .embed import check_labels_and_prompts
+    from .embeddings import load_prompts, read_celeba, read_metadata
+
     if cfg.prompts is None:
         raise ValueError("--prompts FILE.json is needed (class prompts and the {attribute_value: prompt} mapping)")
     names = None
@@ -105,9 +118,8 @@ def _source_rows(cfg: EmbedConfig):
             raise ValueError("--source metadata needs --metadata FILE.csv (img_filename, y, a|place, split)")
         md = read_metadata(cfg.metadata, cfg.images_root, y_column=cfg.y_column, a_column=cfg.a_column,
                            split_column=cfg.split_column, filename_column=cfg.filename_column)
-    paths = md.paths
-    return (len(paths), lambda idx: enc.encode_images([paths[i] for i in idx]), md.y, md.a, md.split, prompts, names,
-            [str(p) for p in paths], enc)
+    check_labels_and_prompts(md.y, md.a, md.split, prompts, untranslated=cfg.untranslated)
+    return md, prompts, names
 
 
 def cmd_embed(cfg: EmbedConfig) -> int:

@@ -76,6 +76,34 @@ def fingerprint(encoder_name: str, items: Sequence[Any]) -> str:
     return h.hexdigest()
 
 
+def check_labels_and_prompts(y: np.ndarray, a: np.ndarray, split: np.ndarray, prompts: PromptSet, *,
+                             untranslated: str = "error") -> list[Any]:
+    """Check the images' labels against the prompts before anything is embedded: ``y [N]`` in
+    ``0 .. C-1`` (one class prompt per label), ``split [N]`` in {0, 1, 2}, and the
+    ``{attribute_value: prompt}`` mapping against the values of ``a [N]``.
+
+    Returns:
+        The normalised attribute values that have a prompt (mapping order).
+
+    Raises:
+        ValueError: a class label without a prompt or negative, an unknown split code, and the
+            checks of :func:`~iclr25.tie.embeddings.check_prompt_mapping`.
+    """
+    from .embeddings import _key
+
+    y = np.asarray(y)
+    if y.size and (int(np.max(y)) >= len(prompts.class_prompts) or int(np.min(y)) < 0):
+        raise ValueError(f"prompts: {len(prompts.class_prompts)} class prompts, so labels y must lie in "
+                         f"0..{len(prompts.class_prompts) - 1}; they range over [{int(np.min(y))}, {int(np.max(y))}]")
+    sp = np.asarray(split)
+    if not np.isin(sp, (0, 1, 2)).all():
+        raise ValueError(f"split must hold 0 (train/pool), 1 (val) or 2 (test), got values {np.unique(sp)[:10].tolist()}")
+    present = sorted({_key(v) for v in np.unique(a).tolist()}, key=str)
+    keys = [_key(k) for k in prompts.spurious_prompts]
+    check_prompt_mapping(present, keys, untranslated=untranslated, where="the images' attribute labels")
+    return keys
+
+
 def build_embedding_set(image_emb: np.ndarray, y: np.ndarray, a: np.ndarray, split: np.ndarray, prompts: PromptSet,
                         encode_text: Callable[[list[str]], np.ndarray], *, untranslated: str = "error",
                         class_names: Sequence[str] | None = None, extra: dict | None = None) -> EmbeddingSet:
@@ -87,11 +115,7 @@ def build_embedding_set(image_emb: np.ndarray, y: np.ndarray, a: np.ndarray, spl
     """
     from .embeddings import _key
 
-    if int(np.max(y)) >= len(prompts.class_prompts):
-        raise ValueError(f"prompts: {len(prompts.class_prompts)} class prompts but labels go up to {int(np.max(y))}")
-    present = sorted({_key(v) for v in np.unique(a).tolist()}, key=str)
-    keys = [_key(k) for k in prompts.spurious_prompts]
-    check_prompt_mapping(present, keys, untranslated=untranslated, where="the images' attribute labels")
+    keys = check_labels_and_prompts(y, a, split, prompts, untranslated=untranslated)
     order = sorted(keys, key=str)
     by_key = {_key(k): v for k, v in prompts.spurious_prompts.items()}
     T = encode_text(list(prompts.class_prompts))

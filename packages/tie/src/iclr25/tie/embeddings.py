@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,11 @@ class EmbeddingSet:
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"embeddings: {p} does not exist")
+        with open(p, "rb") as f:
+            magic = f.read(4)
+        if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+            raise ValueError(f"embeddings: {p} is not an .npz file (no zip header; it is empty or another format); "
+                             "write one with EmbeddingSet.save or np.savez")
         try:
             z = np.load(p, allow_pickle=False)
         except Exception as e:
@@ -269,8 +275,15 @@ def load_prompts(path: str | Path, dataset: str | None = None, *, class_names: S
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"prompts: {p} does not exist")
+    def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"prompts {p}: duplicate key(s) {dup} in one JSON object (only the last would count)")
+        return dict(pairs)
+
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
+        obj = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         raise ValueError(f"prompts {p}: line {e.lineno}: {e.msg}") from None
     if not isinstance(obj, dict):
@@ -284,6 +297,9 @@ def load_prompts(path: str | Path, dataset: str | None = None, *, class_names: S
         raise ValueError(f"prompts {p}: give the data set to use (--prompts-key), one of {names}")
     name = f"{p}" + (f"[{dataset}]" if dataset else "")
     if "class_prompts" in obj:
+        if not isinstance(obj["class_prompts"], list):
+            raise ValueError(f"prompts {name}: class_prompts must be a list of strings (index = class label), got "
+                             f"{type(obj['class_prompts']).__name__}")
         cls = list(obj["class_prompts"])
     elif "class_prompt_template" in obj:
         if not class_names:
@@ -293,9 +309,21 @@ def load_prompts(path: str | Path, dataset: str | None = None, *, class_names: S
     else:
         raise ValueError(f"prompts {name}: missing 'class_prompts'")
     if "spurious_prompts_by_attribute" in obj:
-        sp = {_key(k): v for k, v in dict(obj["spurious_prompts_by_attribute"]).items()}
+        m = obj["spurious_prompts_by_attribute"]
+        if not isinstance(m, dict):
+            raise ValueError(f"prompts {name}: spurious_prompts_by_attribute must be an object "
+                             f"{{attribute_value: prompt}}, got {type(m).__name__} (a list in index order goes under "
+                             "'spurious_prompts_in_index_order')")
+        sp = {_key(k): v for k, v in m.items()}
+        if len(sp) != len(m):
+            raise ValueError(f"prompts {name}: spurious_prompts_by_attribute keys {list(m)} name the same attribute "
+                             "value more than once (keys are compared after stripping spaces, numbers as integers)")
     elif "spurious_prompts_in_index_order" in obj:
-        sp = dict(enumerate(obj["spurious_prompts_in_index_order"]))
+        m = obj["spurious_prompts_in_index_order"]
+        if not isinstance(m, list):
+            raise ValueError(f"prompts {name}: spurious_prompts_in_index_order must be a list of prompts, got "
+                             f"{type(m).__name__}")
+        sp = dict(enumerate(m))
     else:
         raise ValueError(f"prompts {name}: missing 'spurious_prompts_by_attribute' (the {{attribute_value: prompt}} mapping)")
     return PromptSet(cls, sp, name)
@@ -330,9 +358,15 @@ def _int_col(rows: list[dict], col: str, src: str) -> np.ndarray:
     for i, r in enumerate(rows):
         v = (r.get(col) or "").strip()
         try:
-            out[i] = int(float(v))
+            out[i] = int(v)
         except ValueError:
-            raise ValueError(f"{src}: line {i + 2}: column {col!r} = {v!r} is not an integer") from None
+            try:
+                f = float(v)                               # "1.0" is accepted; "0.5", "nan", "inf" are not
+            except ValueError:
+                f = math.nan
+            if not (math.isfinite(f) and f.is_integer()):
+                raise ValueError(f"{src}: line {i + 2}: column {col!r} = {v!r} is not an integer") from None
+            out[i] = int(f)
     return out
 
 

@@ -92,9 +92,11 @@ def _checked(x: Any, name: str, *, dim: int | None = None, allow_zero: bool = Fa
         bad = rows[~np.isfinite(arr[rows]).all(axis=1)]
         if bad.size:
             raise ValueError(f"{name}: {bad.size} row(s) contain NaN/inf, first indices {bad[:5].tolist()}")
-        big = np.abs(arr[rows]).max(axis=1, keepdims=True)
-        n2[rows] = (np.einsum("ij,ij->i", arr[rows] / big, arr[rows] / big) * big[:, 0].astype(np.float64) ** 2)
-    norms = np.sqrt(n2)
+    norms = _robust_norms(arr, n2)
+    if not np.isfinite(norms).all():
+        idx = np.flatnonzero(~np.isfinite(norms))
+        raise ValueError(f"{name}: {idx.size} row(s) have a norm that overflows float64, first indices "
+                         f"{idx[:5].tolist()}; rescale the embeddings")
     if not allow_zero:
         zero = norms == 0
         if zero.any():
@@ -109,10 +111,37 @@ def _check_pair(img: np.ndarray, img_name: str, txt: np.ndarray, txt_name: str) 
                          f"{txt_name} has shape {txt.shape}")
 
 
+def _robust_norms(x: np.ndarray, n2: np.ndarray | None = None) -> np.ndarray:
+    """Row norms ``[N]`` (``x``'s dtype) from the squared norms ``n2``; rows whose square overflowed
+    or underflowed (entries beyond ~1e154 / below ~1e-154 in float64, ~1e19 / ~1e-19 in float32)
+    are recomputed in float64 after scaling by their largest entry (``inf`` only if the norm itself
+    overflows float64)."""
+    if n2 is None:
+        n2 = np.einsum("ij,ij->i", x, x)
+    tiny = np.finfo(x.dtype).tiny if x.dtype.kind == "f" else np.finfo(np.float64).tiny
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.sqrt(n2)
+        rows = np.flatnonzero(~np.isfinite(n2) | (n2 < tiny / np.finfo(x.dtype).eps))
+        if rows.size:
+            r = x[rows].astype(np.float64)
+            big = np.abs(r).max(axis=1, keepdims=True)
+            ok = (big[:, 0] > 0) & np.isfinite(big[:, 0])
+            exact = np.zeros(rows.size)
+            exact[ok] = big[ok, 0] * np.sqrt(np.einsum("ij,ij->i", r[ok] / big[ok], r[ok] / big[ok]))
+            exact[~np.isfinite(big[:, 0])] = np.inf
+            norms = norms.astype(np.float64)
+            norms[rows] = exact
+    return norms
+
+
 def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """``x / ‖x‖`` row-wise (``[N, D]`` → ``[N, D]``, same dtype); zero rows stay zero."""
-    n = np.sqrt(np.einsum("ij,ij->i", x, x))
-    return x / np.where(n > 0, n, 1)[:, None].astype(x.dtype, copy=False)
+    """``x / ‖x‖`` row-wise (``[N, D]`` → ``[N, D]``, same dtype); zero rows stay zero. Rows too
+    large or too small for squaring in ``x``'s dtype are normalised correctly (in float64)."""
+    n = _robust_norms(x)
+    if n.dtype == x.dtype and np.isfinite(n).all() and (n.min(initial=1.0) >= np.finfo(x.dtype).tiny or not n.size):
+        return x / np.where(n > 0, n, 1)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (x.astype(np.float64) / np.where(n > 0, n, 1)[:, None]).astype(x.dtype)
 
 
 def _labels(a: Any, n: int, name: str, n_values: int, *, allow_untranslated: bool = False) -> np.ndarray:
