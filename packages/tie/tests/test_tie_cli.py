@@ -80,5 +80,7 @@ def test_evaluate_errors_are_clean(tmp_path, capsys):
 
 
 def test_embed_needs_a_checkpoint_and_prompts(tmp_path, capsys):
-    assert main(["embed", "--out", str(tmp_path / "e")]) == 2
+    assert main(["embed", "--source", "cifar10-frames", "--out", str(tmp_path / "e")]) == 2
     assert "--checkpoint" in capsys.readouterr().err
+    assert main(["embed", "--out", str(tmp_path / "e")]) == 2      # metadata source: inputs checked before the model
+    assert "--prompts FILE.json is needed" in capsys.readouterr().err
