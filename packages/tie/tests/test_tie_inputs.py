@@ -113,3 +113,13 @@ def test_embed_checks_labels_and_prompts_before_loading_a_model(tmp_path, capsys
     err = capsys.readouterr().err
     assert rc != 0 and "config.json" not in err
     assert __import__("re").search(match, err), err
+
+
+def test_tie_star_empty_inferred_group_says_inferred():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(1, 5))
+    S = np.vstack([s, s])                                          # identical prompts: â is always 0
+    with pytest.raises(ValueError, match=r"no image with attribute index \[1\] inferred \(TIE\*"):
+        TIE(S, "inferred").fit(rng.normal(size=(20, 5)))
+    with pytest.raises(ValueError, match=r"no image with attribute index \[1\]; λ"):
+        TIE(S, "true").fit(rng.normal(size=(20, 5)), np.zeros(20, int))

@@ -232,7 +232,7 @@ def estimate_scales(pool_emb: Any, pool_a: Any, S: Any, *,
 
 
 def _scales(xs: np.ndarray, nx: np.ndarray, a: np.ndarray, empty_group: str,
-            attribute_values: Sequence[Any] | None) -> np.ndarray:
+            attribute_values: Sequence[Any] | None, *, inferred: bool = False) -> np.ndarray:
     """λ from the pool's products ``xs = x @ S.T`` ``[M, A]``, row norms ``nx`` and labels ``a``."""
     A = xs.shape[1]
     keep = a >= 0
@@ -244,7 +244,9 @@ def _scales(xs: np.ndarray, nx: np.ndarray, a: np.ndarray, empty_group: str,
     if empty.size and empty_group == "error":
         what = (f"attribute value(s) {[attribute_values[i] for i in empty]}" if attribute_values is not None
                 else f"attribute index {empty.tolist()}")
-        raise ValueError(f"pool: no image with {what}; λ cannot be estimated "
+        how = (" inferred (TIE*: â = argmax_a cos(h, s_a) picked no pool image for it; are the attribute prompts "
+               "distinguishable?)" if inferred else "")
+        raise ValueError(f"pool: no image with {what}{how}; λ cannot be estimated "
                          "(give a pool that contains every attribute value, or opt in with empty_group='zero' "
                          "/ --empty-group zero to leave those images untranslated)")
     return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
@@ -483,7 +485,7 @@ class TIE:
             a = np.argmax(xs, axis=1).astype(np.int64)
         else:
             a = self._attr(x, pool_a, "pool_a")
-        self.lam_ = _scales(xs, nx, a, self.empty_group, self.attribute_values)
+        self.lam_ = _scales(xs, nx, a, self.empty_group, self.attribute_values, inferred=self.mode == "inferred")
         return self
 
     def attributes(self, emb: Any, a: Any = None) -> np.ndarray:
