@@ -123,3 +123,18 @@ def test_tie_star_empty_inferred_group_says_inferred():
         TIE(S, "inferred").fit(rng.normal(size=(20, 5)))
     with pytest.raises(ValueError, match=r"no image with attribute index \[1\]; λ"):
         TIE(S, "true").fit(rng.normal(size=(20, 5)), np.zeros(20, int))
+
+
+def test_evaluate_with_one_attribute_prompt_skips_projection(tmp_path, capsys):
+    # FMoW-like: one value without a prompt (--untranslated keep); projection needs 2 prompts and used to abort
+    rng = np.random.default_rng(0)
+    n, d = 60, 6
+    es = EmbeddingSet(image_emb=rng.normal(size=(n, d)), y=rng.integers(0, 2, n), split=np.repeat([0, 2], n // 2),
+                      text_emb_class=rng.normal(size=(2, d)), text_emb_spurious=rng.normal(size=(1, d)),
+                      attribute_values=np.array([0]), a=rng.integers(0, 2, n))
+    p = es.save(tmp_path / "e.npz")
+    assert main(["evaluate", "--embeddings", str(p), "--pool-split", "train", "--untranslated", "keep",
+                 "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert set(res["methods"]) == {"zero_shot", "tie", "tie_star"}
+    assert any(s.startswith("projection") for s in res["skipped"])

@@ -107,6 +107,9 @@ def evaluate_embedding_set(es, *, pool_split: Literal["train", "val"], methods: 
     if a_idx is None and "tie" in ms:
         ms.remove("tie")
         skipped.append("tie (no attribute labels a in the file)")
+    if "projection" in ms and np.asarray(es.text_emb_spurious).shape[0] < 2:
+        ms.remove("projection")
+        skipped.append("projection (needs at least 2 attribute prompts for a difference direction)")
     if es.a is None:
         raise ValueError("the embeddings file has no attribute labels 'a': per-group evaluation needs them "
                          "for the test split (TIE* itself does not)")
