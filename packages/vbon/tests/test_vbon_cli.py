@@ -71,6 +71,13 @@ def test_bad_input_exits_2(tmp_path, capsys):
     empty.write_text("\n")
     assert main(["bon-sample", "--prompts-file", str(empty)]) == 2
     assert "empty" in capsys.readouterr().err
+    for i, (line, msg) in enumerate([('{"prompt": ""}', "empty 'prompt'"), ('{"prompt": "  "}', "empty 'prompt'"),
+                                      ('{"prompt": null}', "must be a string"), ('{"prompt": 3}', "must be a string")]):
+        bad = tmp_path / f"bad{i}.jsonl"
+        bad.write_text('{"prompt": "the movie"}\n' + line + "\n")
+        # a blank prompt was an IndexError traceback inside generate; null/3 became the prompts "None"/"3"
+        assert main(["bon-sample", "--prompts-file", str(bad)]) == 2
+        assert f"{bad}:2: " in (err := capsys.readouterr().err) and msg in err, err
 
 
 @pytest.mark.realdata
