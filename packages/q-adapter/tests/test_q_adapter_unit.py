@@ -147,11 +147,12 @@ def test_save_load_roundtrip(tiny_lm, tmp_path, lora_randomizer):
         LoRAPolicy.from_pretrained(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128), tmp_path / "ad")
 
 
-def _train(tok, model, out, steps, resume=False):
-    pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i}", f" bad {i}!") for i in range(8)], tok,
+def _train(tok, model, out, steps, resume=False, n_pairs=8, qcfg=None, **tkw):
+    pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i}", f" bad {i}!") for i in range(n_pairs)], tok,
                            max_length=24, max_prompt_length=8)
-    qm = QAdapterModel(model, QAdapterConfig(lora_dropout=0.0))
-    cfg = TrainerConfig(batch_size=2, epochs=2, max_steps=steps, learning_rate=1e-2, progress=False)
+    qm = QAdapterModel(model, qcfg or QAdapterConfig(lora_dropout=0.0))
+    cfg = TrainerConfig(**{**dict(batch_size=2, epochs=2, max_steps=steps, learning_rate=1e-2, progress=False),
+                           **tkw})
     PreferenceTrainer(qm, pairs, tok.pad_token_id, cfg, output_dir=out).train(resume=resume)
     return {n: p.detach().clone() for n, p in qm.peft_model.named_parameters() if p.requires_grad}
 
@@ -170,3 +171,28 @@ def test_resume_matches_uninterrupted(tmp_path):
         assert torch.allclose(straight[k], resumed[k], atol=1e-6), k
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3, 4, 5, 6]
+
+
+def test_resume_refuses_changed_settings_and_torn_checkpoint(tmp_path):
+    """--resume with another batch size / lr / LoRA rank / alpha / data size, or a torn trainer_state.pt,
+    is a ValueError naming the change and the fix (it was a shape RuntimeError or silently reused state)."""
+    import shutil
+
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    mk = lambda: tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=64, seed=0)  # noqa: E731
+    _train(tok, mk(), tmp_path / "a", 2)
+    cases = [(dict(batch_size=3), "batch_size: 2 -> 3"), (dict(learning_rate=1e-3), "learning_rate"),
+             (dict(qcfg=QAdapterConfig(lora_dropout=0.0, lora_r=4)), "lora_r: 8 -> 4"),
+             (dict(qcfg=QAdapterConfig(lora_dropout=0.0, alpha_0=0.5)), "alpha_0: 0.01 -> 0.5"),
+             (dict(n_pairs=6), "training pairs: 8 -> 6")]
+    for i, (kw, msg) in enumerate(cases):
+        shutil.copytree(tmp_path / "a", tmp_path / f"c{i}")
+        with pytest.raises(ValueError, match=msg):
+            _train(tok, mk(), tmp_path / f"c{i}", 4, resume=True, **kw)
+    shutil.copytree(tmp_path / "a", tmp_path / "ok")
+    _train(tok, mk(), tmp_path / "ok", 4, resume=True, epochs=3)  # longer runs may resume
+    (tmp_path / "a" / "checkpoint" / "trainer_state.pt").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="torn or not a PreferenceTrainer state.*delete"):
+        _train(tok, mk(), tmp_path / "a", 4, resume=True)

@@ -71,6 +71,13 @@ def test_bad_input_exits_2(tmp_path, capsys):
     empty.write_text("\n")
     assert main(["bon-sample", "--prompts-file", str(empty)]) == 2
     assert "empty" in capsys.readouterr().err
+    for i, (line, msg) in enumerate([('{"prompt": ""}', "empty 'prompt'"), ('{"prompt": "  "}', "empty 'prompt'"),
+                                      ('{"prompt": null}', "must be a string"), ('{"prompt": 3}', "must be a string")]):
+        bad = tmp_path / f"bad{i}.jsonl"
+        bad.write_text('{"prompt": "the movie"}\n' + line + "\n")
+        # a blank prompt was an IndexError traceback inside generate; null/3 became the prompts "None"/"3"
+        assert main(["bon-sample", "--prompts-file", str(bad)]) == 2
+        assert f"{bad}:2: " in (err := capsys.readouterr().err) and msg in err, err
 
 
 @pytest.mark.realdata
@@ -152,3 +159,21 @@ def test_good_float_settings_accepted():
     assert check_float(1.0, "x", low=0.0, high=1.0) == 1.0  # closed upper bound
     with pytest.raises(ValueError, match=r"x must be a finite number in \(0, 1\)"):
         check_float(1.0, "x", low=0.0, high=1.0, high_open=True)
+
+
+def test_evaluate_refuses_checkpoint_of_another_policy(tiny_lm, tmp_path, capsys):
+    """A checkpoint trained from --policy X evaluated against another reference was an IndexError traceback
+    in the embedding; now exit 2 naming --policy."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model, tok = tiny_lm
+    model.save_pretrained(tmp_path / "ref")
+    tok.save_pretrained(tmp_path / "ref")
+    other = GPT2LMHeadModel(GPT2Config(vocab_size=model.config.vocab_size + 7, n_positions=32, n_embd=16,
+                                       n_layer=1, n_head=2))
+    other.save_pretrained(tmp_path / "ck")
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("the movie is\n")
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "ck"), "--policy", str(tmp_path / "ref"),
+                 "--prompts-file", str(prompts), "--num-prompts", "1", "--out", str(tmp_path / "e")]) == 2
+    assert "pass the --policy it was trained from" in capsys.readouterr().err

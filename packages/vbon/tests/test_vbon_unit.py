@@ -178,6 +178,32 @@ def test_trainer_step_checkpoint_resume(tiny_lm, count_reward, tmp_path, method,
     assert 0 <= ev["win_rate"] <= 1 and math.isfinite(ev["kl"])
 
 
+def test_resume_refuses_changed_settings_and_torn_files(tiny_lm, count_reward, tmp_path):
+    """load_checkpoint: another n / lr / prompt count, or a torn trainer_state.pt / model.safetensors, is a
+    ValueError naming the change or file and the fix (changed settings were silently accepted, torn files
+    were KeyError/SafetensorError tracebacks)."""
+    import shutil
+
+    model, tok = tiny_lm
+    cfg = VBoNConfig(method="rlhf", n=4, steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=4)
+    tr = VBoNTrainer(clone_policy(model), model, tok, count_reward, PROMPTS, cfg)
+    tr.train(progress=False, checkpoint_dir=tmp_path / "ck", save_every=1)
+
+    def resume(c=cfg, prompts=PROMPTS, ck=tmp_path / "ck"):
+        VBoNTrainer(clone_policy(model), model, tok, count_reward, prompts, c).load_checkpoint(ck)
+
+    resume(replace(cfg, steps=5))  # a longer run is fine
+    for c, prompts, msg in [(replace(cfg, n=8), PROMPTS, "n: 4 -> 8"), (replace(cfg, lr=1e-2), PROMPTS, "lr: "),
+                            (cfg, PROMPTS[:-1], f"n_prompts: {len(PROMPTS)} -> {len(PROMPTS) - 1}")]:
+        with pytest.raises(ValueError, match=msg):
+            resume(c, prompts)
+    for name in ("trainer_state.pt", "model.safetensors"):
+        shutil.copytree(tmp_path / "ck", tmp_path / name)
+        (tmp_path / name / name).write_bytes(b"junk")
+        with pytest.raises(ValueError, match=f"{name} is torn.*delete"):
+            resume(ck=tmp_path / name)
+
+
 def test_trainer_errors(tiny_lm, count_reward):
     model, tok = tiny_lm
     with pytest.raises(ValueError, match="empty"):

@@ -199,19 +199,51 @@ class PreferenceTrainer:
         self.policy.save_pretrained(d)
         lora = {k: v.detach().cpu() for k, v in self.policy.peft_model.named_parameters() if v.requires_grad}
         torch.save({"step": self.step, "optimizer": self.opt.state_dict(), "lora": lora,
-                    "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg)}, d / "trainer_state.pt")
+                    "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg),
+                    "n_pairs": len(self.pairs), "world": self.world,
+                    "policy": json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)},
+                   d / "trainer_state.pt")
+
+    # settings a resumed run may change (a longer run, other logging); every other TrainerConfig field
+    # fixes the data order, the loss or the optimiser state, so a change is an error
+    RESUMABLE_CHANGES = ("epochs", "max_steps", "checkpoint_every", "log_every", "progress")
 
     def load_checkpoint(self) -> bool:
         """Restore from ``checkpoint/``; returns False when there is none."""
         d = self.checkpoint_dir
         if d is None or not (d / "trainer_state.pt").is_file():
             return False
-        st = torch.load(d / "trainer_state.pt", map_location="cpu", weights_only=True)
+        fix = f"delete {d} or run without --resume (or in another --out)"
+        try:
+            st = torch.load(d / "trainer_state.pt", map_location="cpu", weights_only=True)
+            if not isinstance(st, dict) or not {"step", "optimizer", "lora", "torch_rng"} <= set(st):
+                raise ValueError("not a trainer state written by PreferenceTrainer")
+        except Exception as e:  # torch raises UnpicklingError/RuntimeError/EOFError on a torn or foreign file
+            raise ValueError(f"checkpoint {d / 'trainer_state.pt'} is torn or not a PreferenceTrainer state "
+                             f"({type(e).__name__}); {fix}") from e
+        saved = st.get("config", {})
+        now = asdict(self.cfg)
+        changed = [f"{k}: {saved[k]!r} -> {now[k]!r}" for k in now
+                   if k in saved and k not in self.RESUMABLE_CHANGES and saved[k] != now[k]]
+        for key, cur in (("n_pairs", len(self.pairs)), ("world", self.world)):
+            if key in st and st[key] != cur:
+                changed.append(f"{'training pairs' if key == 'n_pairs' else 'processes'}: {st[key]} -> {cur}")
+        cur_policy = json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)
+        if "policy" in st and st["policy"] != cur_policy:
+            old_p, new_p = json.loads(st["policy"]), json.loads(cur_policy)
+            changed += [f"{k}: {old_p.get(k)!r} -> {new_p.get(k)!r}" for k in sorted(set(old_p) | set(new_p))
+                        if old_p.get(k) != new_p.get(k)]
+        if changed:
+            raise ValueError(f"--resume: checkpoint {d} was written with other settings ({'; '.join(changed)}); "
+                             f"only {', '.join(self.RESUMABLE_CHANGES)} may change on resume; {fix}")
         named = dict(self.policy.peft_model.named_parameters())
         with torch.no_grad():
             for k, v in st["lora"].items():
                 if k not in named:
-                    raise ValueError(f"checkpoint {d} does not match this model (unknown parameter {k})")
+                    raise ValueError(f"checkpoint {d} does not match this model (unknown parameter {k}); {fix}")
+                if named[k].shape != v.shape:
+                    raise ValueError(f"checkpoint {d} does not match this model ({k}: shape {tuple(v.shape)} "
+                                     f"saved, {tuple(named[k].shape)} now); {fix}")
                 named[k].copy_(v.to(named[k].device))
         self.opt.load_state_dict(st["optimizer"])
         torch.set_rng_state(st["torch_rng"])

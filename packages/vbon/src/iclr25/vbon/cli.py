@@ -139,6 +139,10 @@ def _evaluate(a: EvaluateArgs) -> int:
     torch.manual_seed(a.seed)
     ref, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
     policy = AutoModelForCausalLM.from_pretrained(a.checkpoint).to(next(ref.parameters()).device).eval()
+    if policy.get_input_embeddings().num_embeddings != ref.get_input_embeddings().num_embeddings:
+        raise ValueError(f"--checkpoint {a.checkpoint} has a vocabulary of {policy.get_input_embeddings().num_embeddings} "
+                         f"tokens, the reference policy ({a.models.policy or 'embedded'}) "
+                         f"{ref.get_input_embeddings().num_embeddings}: pass the --policy it was trained from")
     reward = load_reward(a.models, device=a.device)
     m = evaluate_policy(policy, ref, tok, reward, prompts, a.samples_per_prompt, a.max_new_tokens)
     dest.write_text(json.dumps(m, indent=2))

@@ -86,7 +86,8 @@ def read_prompts(path: str | Path) -> list[str]:
     """Prompts from a file: ``.jsonl`` (objects with a ``"prompt"`` field) or plain text (one per line).
 
     Raises:
-        ValueError: naming the line of a malformed record, or an empty prompt set.
+        ValueError: naming the line of a malformed record, a non-string or blank ``"prompt"``, or an
+            empty prompt set.
     """
     import json
 
@@ -98,9 +99,15 @@ def read_prompts(path: str | Path) -> list[str]:
                 continue
             if p.suffix == ".jsonl":
                 try:
-                    out.append(str(json.loads(line)["prompt"]))
+                    prompt = json.loads(line)["prompt"]
                 except (json.JSONDecodeError, KeyError, TypeError) as e:
                     raise ValueError(f"{p}:{ln}: expected a JSON object with a 'prompt' field ({e})") from e
+                if not isinstance(prompt, str):
+                    raise ValueError(f"{p}:{ln}: 'prompt' must be a string, got {type(prompt).__name__}")
+                if not prompt.strip():
+                    raise ValueError(f"{p}:{ln}: empty 'prompt' (the policy needs at least one prompt token); "
+                                     "remove the line")
+                out.append(prompt)
             else:
                 out.append(line.rstrip("\n"))
     if not out:

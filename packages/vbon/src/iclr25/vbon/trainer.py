@@ -341,9 +341,21 @@ class VBoNTrainer:
             self.unwrapped.save_pretrained(d)
             self.tokenizer.save_pretrained(d)
             torch.save({"optimizer": self.optimizer.state_dict(), "step": self.step,
-                        "generator": self.generator.get_state(), "torch_rng": torch.get_rng_state()},
+                        "generator": self.generator.get_state(), "torch_rng": torch.get_rng_state(),
+                        "config": json.dumps(self._resume_key(), sort_keys=True)},
                        d / "trainer_state.pt")
         return d
+
+    RESUMABLE_CHANGES = ("steps",)
+    """``VBoNConfig`` fields a resumed run may change; every other one changes the objective, the sampling
+    or the optimiser state that the checkpoint holds."""
+
+    def _resume_key(self) -> dict:
+        from dataclasses import asdict
+
+        key = {k: v for k, v in asdict(self.cfg).items() if k not in self.RESUMABLE_CHANGES}
+        key.update(n_prompts=len(self.prompts), processes=self.accelerator.num_processes)
+        return key
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore policy weights, optimizer, step and RNG from :meth:`save_checkpoint` output."""
@@ -352,14 +364,44 @@ class VBoNTrainer:
         d = Path(path)
         if not (d / "trainer_state.pt").is_file():
             raise FileNotFoundError(f"no checkpoint in {d} (expected trainer_state.pt); run without --resume")
-        self.unwrapped.load_state_dict(load_file(str(d / "model.safetensors")), strict=False)
-        st = torch.load(d / "trainer_state.pt", weights_only=True)
-        self.optimizer.load_state_dict(st["optimizer"])
-        self.step = int(st["step"])
+        fix = f"delete {d} or train without --resume (or into another --out)"
+
+        def _read(f, loader):
+            try:
+                obj = loader(f)
+            except Exception as e:  # UnpicklingError / KeyError / SafetensorError / EOFError on a torn file
+                raise ValueError(f"checkpoint file {f} is torn or not written by VBoNTrainer "
+                                 f"({type(e).__name__}); {fix}") from e
+            if not isinstance(obj, dict):
+                raise ValueError(f"checkpoint file {f} is not written by VBoNTrainer; {fix}")
+            return obj
+
+        load_pt = lambda f: torch.load(f, weights_only=True)  # noqa: E731
+        st = _read(d / "trainer_state.pt", load_pt)
+        if not {"optimizer", "step", "generator", "torch_rng"} <= set(st):
+            raise ValueError(f"checkpoint file {d / 'trainer_state.pt'} is not written by VBoNTrainer; {fix}")
+        if "config" in st:
+            saved, now = json.loads(st["config"]), self._resume_key()
+            changed = [f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
+                       if saved.get(k) != now.get(k)]
+            if changed:
+                raise ValueError(f"--resume: checkpoint {d} was written with other settings ({'; '.join(changed)}); "
+                                 f"only --vbon.steps may change on resume; {fix}")
         own = d / f"rng_state_{self.rank}.pt"
-        rng = torch.load(own, weights_only=True) if own.is_file() else st
         if not own.is_file() and self.rank:
             raise FileNotFoundError(f"{own} is missing: the checkpoint was written with fewer processes; resume "
                                     "with the same number of processes")
+        rng = _read(own, load_pt) if own.is_file() else st
+        weights = _read(d / "model.safetensors", lambda f: load_file(str(f)))
+        try:
+            res = self.unwrapped.load_state_dict(weights, strict=False)
+        except RuntimeError as e:  # size mismatch: another architecture
+            raise ValueError(f"checkpoint {d} does not match this policy ({str(e).splitlines()[-1].strip()}); "
+                             f"resume with the --policy it was trained from, or {fix}") from e
+        if res.unexpected_keys:
+            raise ValueError(f"checkpoint {d} does not match this policy (unexpected weights "
+                             f"{res.unexpected_keys[:3]}); resume with the --policy it was trained from, or {fix}")
+        self.optimizer.load_state_dict(st["optimizer"])
+        self.step = int(st["step"])
         self.generator.set_state(rng["generator"])
         torch.set_rng_state(rng["torch_rng"])
