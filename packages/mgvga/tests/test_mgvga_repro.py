@@ -79,6 +79,7 @@ def test_reproduce_stopped_by_sigterm_resumes_to_the_uninterrupted_result(tiny_r
     assert [p["status"] for p in st["pieces"]] == ["stopped"] and st["done"]["0"]["pretrained"] == ["mgm"]
     meta = json.loads(torch.load(tmp_path / "ckpt_graphmae_seed0.pt", weights_only=True)["meta"])
     assert meta["step"] == 2 and not (tmp_path / "ckpt_mgvga_seed0.pt").exists()
+    assert {"qor_fixed", "gate_pairs", "gate_hand"} <= set(json.loads((tmp_path / "prep.json").read_text()))
 
     # piece 2: SIGTERM in the probes (not pre-training): the 3rd node-embedding pass = GraphMAE's probe
     monkeypatch.setattr(R, "pretrain", real_pretrain)
@@ -113,6 +114,7 @@ def test_reproduce_stopped_by_sigterm_resumes_to_the_uninterrupted_result(tiny_r
     with pytest.raises(KeyboardInterrupt):
         reproduce(True, tmp_path, settings=s, quiet=True)
     assert not (tmp_path / "seed0_probes.json").exists() and not (tmp_path / "ckpt_mgm_seed1.pt").exists()
+    assert (tmp_path / "prep.json").is_file()  # rebuilt by the fresh run before it was stopped
 
 
 def test_reproduce_needs_two_seeds():

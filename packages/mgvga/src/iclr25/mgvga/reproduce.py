@@ -34,6 +34,7 @@ from .data import (
 from .downstream import embed_graphs, equivalence_scores, hand_features, qor_lodo, roc_auc
 from .gates import (
     GateDesign,
+    GatePairs,
     gate_design,
     gate_equivalence_auc,
     gate_equivalence_pairs,
@@ -412,7 +413,7 @@ def _start_state(out: Path, s: ReproSettings, resume: bool) -> dict:
         return st
     if resume:
         log.warning("--resume: nothing to resume in %s; starting fresh", out)
-    for f in [*out.glob("ckpt_*"), *out.glob("seed*_probes.json")]:  # a fresh run never reads stale work
+    for f in [*out.glob("ckpt_*"), *out.glob("seed*_probes.json"), *out.glob("prep.json")]:  # a fresh run never reads stale work
         f.unlink()
     return {"format": _STATE_FORMAT, "settings": want, "pieces": [], "done": {}}
 
@@ -460,9 +461,14 @@ def _run_body(s, out, dev, quiet, checkpoint_every, stop, state, save_state, t0)
     graphs = {k: to_graph(c, direction=dr) for k, c in circ.items()}
     recipes = openabcd_recipes()
     kw = dict(seeds=s.qor_seeds, epochs=s.qor_epochs, max_recipes=s.qor_max_recipes, head=s.qor_head)
-    hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
-    qor_fixed = {"hand_features": qor_lodo(hand, labels, recipes, designs, **kw),
-                 "recipe_only": qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)}
+    # the fixed baselines and the SAT-labelled gate pairs are computed once per run and read back by
+    # every later piece (prep.json; both paths use the JSON numbers, so resumed == uninterrupted)
+    prep_path = out / "prep.json"
+    prep = json.loads(prep_path.read_text()) if prep_path.is_file() else None
+    if prep is None:
+        hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
+        prep = {"qor_fixed": {"hand_features": qor_lodo(hand, labels, recipes, designs, **kw),
+                              "recipe_only": qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)}}
     pairs = equivalence_pairs()[: s.eq_max_pairs]
     bases = sorted({str(p["base"]) for p in pairs})
     gb = {b: to_graph(load_cached(b), direction=dr) for b in bases}
@@ -472,17 +478,24 @@ def _run_body(s, out, dev, quiet, checkpoint_every, stop, state, save_state, t0)
     root = data_dir()
     gdes = {n: gate_design(load_cached(str(root / "epfl" / f"{n}.aig")), n, words=s.gate_words, direction=dr)
             for n in s.gate_designs}
-    gpairs = []
-    for n in s.gate_designs:
-        for k in s.gate_variants:
-            vpath = root / "equiv" / f"epfl_{n}__r{k}.aig"
-            vc = load_cached(str(vpath))
-            gp = gate_equivalence_pairs(gdes[n].circuit, vc, words=s.gate_eq_words, seed=k,
-                                        max_pairs=s.gate_max_pairs)
-            gpairs.append((n, k, to_graph(vc, direction=dr), gp))
-    gate_hand = logic_probability_probe({n: hand_node_features(d) for n, d in gdes.items()}, gdes,
-                                        n_folds=s.gate_folds, seeds=s.gate_head_seeds, epochs=s.gate_epochs,
-                                        max_gates=s.gate_max_gates)
+    if "gate_pairs" not in prep:
+        prep["gate_pairs"] = []
+        for n in s.gate_designs:
+            for k in s.gate_variants:
+                vc = load_cached(str(root / "equiv" / f"epfl_{n}__r{k}.aig"))
+                gp = gate_equivalence_pairs(gdes[n].circuit, vc, words=s.gate_eq_words, seed=k,
+                                            max_pairs=s.gate_max_pairs)
+                prep["gate_pairs"].append({"design": n, "variant": k, "u": gp.u.tolist(), "v": gp.v.tolist(),
+                                           "y": gp.y.tolist(), "counts": gp.counts})
+        prep["gate_hand"] = logic_probability_probe({n: hand_node_features(d) for n, d in gdes.items()}, gdes,
+                                                    n_folds=s.gate_folds, seeds=s.gate_head_seeds,
+                                                    epochs=s.gate_epochs, max_gates=s.gate_max_gates)
+        prep = _roundtrip(prep, prep_path)
+    qor_fixed, gate_hand = prep["qor_fixed"], prep["gate_hand"]
+    gpairs = [(d["design"], d["variant"],
+               to_graph(load_cached(str(root / "equiv" / f"epfl_{d['design']}__r{d['variant']}.aig")), direction=dr),
+               GatePairs(np.asarray(d["u"], np.int64), np.asarray(d["v"], np.int64), np.asarray(d["y"], np.int64),
+                         d["counts"])) for d in prep["gate_pairs"]]
     names = sorted(gdes)
     half = [gdes[n] for n in names[0::2]], [gdes[n] for n in names[1::2]]
     t_data = time.time() - t0
