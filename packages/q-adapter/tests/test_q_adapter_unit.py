@@ -217,3 +217,17 @@ def test_resume_refuses_changed_settings_and_torn_checkpoint(tmp_path):
     (tmp_path / "a" / "checkpoint" / "trainer_state.pt").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="torn or not a PreferenceTrainer state.*delete"):
         _train(tok, mk(), tmp_path / "a", 4, resume=True)
+
+
+def test_grad_accum_must_match_the_launch_config(monkeypatch):
+    """`accelerate launch` with a DeepSpeed config exports ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+    overrides the Accelerator's value: a mismatch with --grad-accum is an error, not a miscounted run."""
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    pairs = tokenize_pairs([PreferencePair("Q:", " good", " bad!")] * 4, tok, max_length=24, max_prompt_length=8)
+    qm = QAdapterModel(tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=64, seed=0),
+                       QAdapterConfig(lora_dropout=0.0))
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
+    with pytest.raises(ValueError, match="grad_accum: the trainer is set to 2 but the Accelerator accumulates 4"):
+        PreferenceTrainer(qm, pairs, tok.pad_token_id, TrainerConfig(batch_size=2, grad_accum=2, progress=False))

@@ -141,6 +141,14 @@ class PreferenceTrainer:
         self.out = Path(output_dir) if output_dir is not None else None
         cpu = device == "cpu" or not torch.cuda.is_available()
         self.acc = accelerator or Accelerator(cpu=cpu, gradient_accumulation_steps=self.cfg.grad_accum)
+        if self.acc.gradient_accumulation_steps != self.cfg.grad_accum:
+            # `accelerate launch` with a DeepSpeed config exports ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+            # overrides the value passed to Accelerator; the step counting and --resume assume grad_accum
+            raise ValueError(
+                f"grad_accum: the trainer is set to {self.cfg.grad_accum} but the Accelerator accumulates "
+                f"{self.acc.gradient_accumulation_steps} batches (the accelerate launch config's "
+                "gradient_accumulation_steps / ACCELERATE_GRADIENT_ACCUMULATION_STEPS, or the accelerator "
+                "passed in); set --grad-accum and the config to the same value")
         params = policy.trainable_parameters()
         if not params:
             raise ValueError("the policy has no trainable (LoRA) parameters")
