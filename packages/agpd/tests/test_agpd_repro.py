@@ -64,6 +64,12 @@ def test_claims_follow_the_numbers():
     assert not any(c.holds for c in bad), [c.name for c in bad if c.holds]
     fpr = next(c for c in bad if c.name == "badnets/fpr_agpd")  # FPR 0.1 % but TPR 0: vacuous, not held
     assert math.isnan(fpr.ours) and "not meaningful" in fpr.note
+    # one poisoned sample of 400 found and 4 clean ones flagged (full run, seed 0): FPR 0.1 %, still void
+    few = R.claims_from_experiments({"badnets": exp([0, 2], 0.0025, 0.001, 0.005)}, "t")
+    fpr = next(c for c in few if c.name == "badnets/fpr_agpd")
+    assert math.isnan(fpr.ours) and not fpr.holds and "below 50 %" in fpr.note
+    ok = R.claims_from_experiments({"badnets": exp([0], 0.6, 0.001, 0.7)}, "t")
+    assert next(c for c in ok if c.name == "badnets/fpr_agpd").holds
 
 
 @pytest.mark.slow

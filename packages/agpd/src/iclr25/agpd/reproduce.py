@@ -7,7 +7,8 @@ augmentation (sized to the CPU budget; see ``SETTINGS``). Claims (paper Table 1 
 - ``<attack>/target_identified``: AGPD (paper variant) names exactly the true target class (1/0).
 - ``<attack>/tpr_agpd_vs_spectral``, ``<attack>/tpr_agpd_vs_ac``: AGPD's TPR beats the baseline's
   by at least one percentage point.
-- ``<attack>/fpr_agpd``: AGPD's FPR is at most 2 % and below Spectral Signatures'.
+- ``<attack>/fpr_agpd``: AGPD's FPR is at most 2 % and below Spectral Signatures' (read only when
+  AGPD's TPR is at least 50 % in every seed).
 - ``<attack>/f1_agpd``: AGPD's F1 is at least 90 %.
 - ``clean/no_target_class``: on a model trained without poisoning no class is declared a target.
 
@@ -39,6 +40,9 @@ SETTINGS = {
     False: dict(data="cifar10-subset", epochs=6, model="small", augment=False),
 }
 ATTACKS = ("badnets", "blended")
+#: An FPR claim is read only when AGPD found at least this share (%) of the poisoned samples in every seed:
+#: a detector that flags a handful of samples has a low FPR without detecting anything.
+MIN_TPR_FOR_FPR = 50.0
 PAPER = {"badnets": "TPR 90.06 / FPR 0.03 / F1 94.65; Spectral TPR 16.76 / FPR 1.30",
          "blended": "TPR 99.98 / FPR 0.02 / F1 99.88",
          "avg": "average over 12 attacks: TPR 96.66 / FPR 0.17 / F1 97.44"}
@@ -75,7 +79,8 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
     Values are means over seeds; notes give mean ± sd, per-seed values and, for margin claims, the
     paired gap and whether it exceeds its seed spread. ``target_identified`` is the fraction of
     seeds where exactly the true target was named (threshold 1: every seed). An FPR claim is only
-    meaningful when the detector found something: with TPR = 0 its value is NaN (not holding).
+    meaningful when the detector found most of the poison: with TPR < ``MIN_TPR_FOR_FPR`` (50 %) in
+    any seed its value is NaN (not holding).
     """
     runs = [runs] if isinstance(runs, dict) else list(runs)
     n = len(runs)
@@ -101,11 +106,13 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                     f"{_ms([_pct(p['given_target']['FPR']) for p in P])}")
         tpr = [_pct(p["TPR"]) for p in P]
         fpr = [_pct(p["FPR"]) for p in P]
-        fpr_ours = _mean(fpr) if min(tpr) > 0 else float("nan")
+        found = min(tpr) >= MIN_TPR_FOR_FPR
+        fpr_ours = _mean(fpr) if found else float("nan")
         fpr_note = ("baseline = Spectral Signatures' FPR; " + (
-            f"per seed {[round(f, 3) for f in fpr]}" if min(tpr) > 0 else
-            f"not meaningful: AGPD's TPR is 0 in {sum(t == 0 for t in tpr)}/{n} seed(s) (it flagged no poisoned "
-            f"sample), so a low FPR ({_ms(fpr)} %) shows only that it flagged little"))
+            f"per seed {[round(f, 3) for f in fpr]}" if found else
+            f"not meaningful: AGPD's TPR is below {MIN_TPR_FOR_FPR:.0f} % in "
+            f"{sum(t < MIN_TPR_FOR_FPR for t in tpr)}/{n} seed(s) (TPR per seed {[round(t, 2) for t in tpr]}: it "
+            f"found little of the poison), so a low FPR ({_ms(fpr)} %) shows only that it flagged little"))
         claims += [
             Claim(f"{a}/asr_before_detection", "attack success rate of the poisoned model (%)",
                   _mean([_pct(e["asr"]) for e in E]), threshold=80.0, paper="spec: ASR >= 80 % before detection",
@@ -129,7 +136,7 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
             Claim(f"{a}/tpr_agpd_vs_ac", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in AC]),
                   margin=1.0, paper="AC CIFAR-10 average TPR 6.57", note=_gap_note(tpr, [_pct(x["TPR"]) for x in AC])
                   + f"; Activation Clustering FPR {_ms([_pct(x['FPR']) for x in AC])}"),
-            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR > 0)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
+            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR >= 50 %)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
                   threshold=2.0, higher_is_better=False, paper=PAPER[a], note=fpr_note),
             Claim(f"{a}/f1_agpd", "F1 (%)", _mean([_pct(p["F1"]) for p in P]), threshold=90.0, paper=PAPER[a],
                   note=f"per seed {[round(_pct(p['F1']), 2) for p in P]}"),
