@@ -48,6 +48,21 @@ def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
     # so every (question, version) row is counted about as often as a single-version row
     assert all(r["multi"]["epochs"] == 3.0 and r["multi"]["steps"] == 3 and r["single"]["steps"] == 1 for r in runs)
     assert R.multi_epochs(replace(tiny, multi_epochs=7)) == 7.0
+    # every seed was checkpointed; --resume reuses them without training anything
+    assert sorted(p.name for p in (tmp_path / "out" / "seeds").iterdir()) == ["seed-w0-t0.json", "seed-w0-t1.json"]
+
+    def no_training(*a, **k):
+        raise AssertionError("resume retrained a finished seed")
+
+    monkeypatch.setattr(R, "run_seed", no_training)
+    again = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache",
+                        resume=True)
+    assert [(c.ours, c.baseline, c.holds) for c in again] == [(c.ours, c.baseline, c.holds) for c in claims]
+    assert json.loads((tmp_path / "out" / "runs.json").read_text())["meta"]["resumed_seeds"] == [[0, 0], [0, 1]]
+    # a checkpoint written with other settings is recomputed, not reused
+    monkeypatch.setattr(R, "QUICK", replace(tiny, fict_max_epochs=3))
+    with pytest.raises(AssertionError, match="retrained"):
+        R.reproduce(True, tmp_path / "out", seeds=[0], threads=1, quiet=True, cache=tmp_path / "cache", resume=True)
 
 
 def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):
