@@ -104,7 +104,8 @@ def _know_name(form: str, v: int) -> str:
 
 
 def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache: str | None = None,
-             device: str = "cpu", quiet: bool = True, threads: int | None = 1) -> dict[str, Any]:
+             device: str = "cpu", quiet: bool = True, threads: int | None = 1,
+             partial: str | Path | None = None) -> dict[str, Any]:
     """Run every method on one world and seed; returns all measured numbers (JSON-ready).
 
     Args:
@@ -115,6 +116,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         device: torch device.
         quiet: no progress bars.
         threads: torch threads in this process.
+        partial: if given, the numbers measured so far are written there (JSON) after M0 and after
+            every stage, and a one-line summary is logged, so an interrupted seed still shows what it
+            measured (marked ``"partial": true``; the finished seed's checkpoint replaces it).
     """
     import torch
 
@@ -146,6 +150,20 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
 
     def tick(name: str, t0: float) -> None:
         out["timing"][name] = round(time.perf_counter() - t0, 2)
+        out["timing"]["cpu_so_far"] = round(time.process_time() - cpu0, 2)
+        if partial is not None:
+            p = Path(partial)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"partial": True, "last_stage": name, **out}, default=str) + "\n")
+            os.replace(tmp, p)
+        st = out.get(f"{name}_summary", out.get(name, {}))
+        nums = {k: v for k, v in (st.items() if isinstance(st, dict) else ()) if isinstance(v, float)}
+        log.info("seed (world %d, train %d): %s done in %.0f s wall (%.0f CPU-s so far) %s", world_seed, train_seed,
+                 name, out["timing"][name], out["timing"]["cpu_so_far"],
+                 " ".join(f"{k}={v:.3f}" for k, v in nums.items()))
+
+    tick("m0", t_all)
 
     seed_everything(train_seed)
     # --- stage 1: knowledge LoRAs ----------------------------------------------------------------
@@ -166,6 +184,8 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
             acc_other = completion_accuracy(model, tok, statement_prompts(world, "fictitious", other), adapters=[name])
             out["knowledge"][name] = {"final_loss": r.final_loss, "steps": r.steps, "seconds": round(r.seconds, 2),
                                       "completion_own_version": acc_own, "completion_other_version": acc_other}
+    out["knowledge_summary"] = {"min_completion_own": min(k["completion_own_version"] for k in out["knowledge"].values()),
+                                "max_completion_other": max(k["completion_other_version"] for k in out["knowledge"].values())}
     tick("knowledge", t0)
     know_names = [_know_name(f, v) for f in s.formats for v in range(1, s.n_versions + 1)]  # statement group, passage group
     know_ids = {id(p) for n in know_names for p in adapter_parameters(model, n).values()}
@@ -240,8 +260,8 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         ctrl[adapter] = {u: qa_accuracy(model, tok, ftrain[u], adapters=[adapter, "skill_multi"], fmt=fmt)
                          for u in ftrain}
     multi["control"] = ctrl
-    tick("multi", t0)
     out["multi"] = multi
+    tick("multi", t0)
 
     # --- the frozen invariant, measured independently of the trainer's own checks -------------------
     hashed_after = tensor_hashes(model)
@@ -473,8 +493,10 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
             tm = time.perf_counter()
             pretrain(ws)
             m0_seconds += time.perf_counter() - tm
+            part = _seed_path(out, ws, ts).with_suffix(".partial.json")
             done[(ws, ts)] = _save_seed(out, s, ws, ts, run_seed(s, ws, ts, cache=cache, device=dev, quiet=quiet,
-                                                                  threads=None))
+                                                                  threads=None, partial=part))
+            part.unlink(missing_ok=True)
             log.info("seed (world %d, train %d) done; checkpoint %s", ws, ts, _seed_path(out, ws, ts))
     runs = [done[p] for p in plan]
     for ws, _ in plan:
