@@ -148,15 +148,19 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     out["m0"]["completion_real_train"] = completion_accuracy(m0, tok, statement_prompts(world, "real_train"))
     out["m0"]["qa_real_test"] = qa_accuracy(m0, tok, rtest, fmt=fmt)
 
-    def tick(name: str, t0: float) -> None:
-        out["timing"][name] = round(time.perf_counter() - t0, 2)
+    def dump(stage: str) -> None:
         out["timing"]["cpu_so_far"] = round(time.process_time() - cpu0, 2)
+        out["timing"]["wall_so_far"] = round(time.perf_counter() - t_all, 2)
         if partial is not None:
             p = Path(partial)
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"partial": True, "last_stage": name, **out}, default=str) + "\n")
+            tmp.write_text(json.dumps({"partial": True, "last_stage": stage, **out}, default=str) + "\n")
             os.replace(tmp, p)
+
+    def tick(name: str, t0: float) -> None:
+        out["timing"][name] = round(time.perf_counter() - t0, 2)
+        dump(name)
         st = out.get(f"{name}_summary", out.get(name, {}))
         nums = {k: v for k, v in (st.items() if isinstance(st, dict) else ()) if isinstance(v, float)}
         log.info("seed (world %d, train %d): %s done in %.0f s wall (%.0f CPU-s so far) %s", world_seed, train_seed,
@@ -184,6 +188,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
             acc_other = completion_accuracy(model, tok, statement_prompts(world, "fictitious", other), adapters=[name])
             out["knowledge"][name] = {"final_loss": r.final_loss, "steps": r.steps, "seconds": round(r.seconds, 2),
                                       "completion_own_version": acc_own, "completion_other_version": acc_other}
+            dump(f"knowledge/{name}")
+            log.info("seed (world %d, train %d): knowledge LoRA %s: completion own version %.3f, other %.3f "
+                     "(%.0f CPU-s so far)", world_seed, train_seed, name, acc_own, acc_other, out["timing"]["cpu_so_far"])
     out["knowledge_summary"] = {"min_completion_own": min(k["completion_own_version"] for k in out["knowledge"].values()),
                                 "max_completion_other": max(k["completion_other_version"] for k in out["knowledge"].values())}
     tick("knowledge", t0)
