@@ -57,6 +57,21 @@ def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
     m = json.loads((tmp_path / "full" / "metrics.json").read_text())
     assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
     assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
+    assert m["resumed_stages"] == []
+    # --resume: every finished stage is reloaded (numeric keys restored), the claims are the same numbers
+    again = reproduce(False, tmp_path / "full", settings=st, resume=True)
+    assert [(c.name, c.ours, c.baseline, c.holds) for c in again] == [(c.name, c.ours, c.baseline, c.holds)
+                                                                       for c in claims]
+    m2 = json.loads((tmp_path / "full" / "metrics.json").read_text())
+    assert m2["resumed_stages"] == ["seed0", "coverage", "xpo"]
+    assert m2["experiment_cpu_s"] >= 0.9 * m["experiment_cpu_s"]     # the reloaded stages' time is counted
+    # a torn stage file and one from other settings: a ValueError naming the file and the fix
+    stage = tmp_path / "full" / "stages" / "xpo.json"
+    stage.write_text(stage.read_text()[:50])
+    with pytest.raises(ValueError, match=r"xpo\.json: not a complete stage file.*delete it"):
+        reproduce(False, tmp_path / "full", settings=st, resume=True)
+    with pytest.raises(ValueError, match=r"seed0\.json was written by a reproduction with other settings"):
+        reproduce(False, tmp_path / "full", settings=replace(st, sft_n=2), resume=True)
 
 
 @pytest.mark.realdata

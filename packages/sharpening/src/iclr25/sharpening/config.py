@@ -228,3 +228,7 @@ class DemoOptions(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class SharpeningReproduceOptions(ReproduceOptions):
     """Reproduce the paper's claims on the trap-arithmetic task at CPU scale (writes results.json / results.md)."""
+
+    resume: bool = False
+    """Reuse the finished stages under OUT/stages/ (each seed, the coverage sweep, XPO, the real-text check)
+    of an interrupted run with the same settings; the pre-trained bases always come from the user cache."""
