@@ -35,7 +35,7 @@ SLUG = "sharpening"
 
 @dataclass(frozen=True)
 class ReproSettings:
-    """Sizes of the reproduction (``configs/quick.yaml`` / ``configs/paper.yaml`` mirror the two presets).
+    """Sizes of the reproduction (the packaged presets ``quick`` / ``paper`` mirror them).
 
     Args:
         seeds: sampling / fine-tuning seeds (full: also the base's pre-training seed).
