@@ -110,6 +110,24 @@ def test_sft_command_and_resume(tiny_model_dir, prompts_file, tmp_path, capsys):
     assert main([*args, "--resume"]) == 0
     assert main([*args[:-2], "--eval-samples", "2", "--lr", "5e-3", "--resume"]) == 2
     assert "other settings" in capsys.readouterr().err
+    _check_damaged_resume(args, out, ["checkpoint/trainer_state.pt", "checkpoint/policy.safetensors", "corpus.jsonl"],
+                          capsys)
+
+
+def _check_damaged_resume(args, out, files, capsys):
+    """Each saved file truncated in turn: --resume exits 2 with one clean line naming the file and the fix."""
+    for name in files:
+        f = out / name
+        good = f.read_bytes()
+        for bad in (good[: len(good) // 2], b""):
+            f.write_bytes(bad)
+            capsys.readouterr()
+            assert main([*args, "--resume"]) == 2, name
+            err = capsys.readouterr().err
+            assert "Traceback" not in err and f.name in err and "run without --resume" in err, (name, err)
+            assert "truncated" in err, (name, err)
+        f.write_bytes(good)
+    assert main([*args, "--resume"]) == 0          # intact again: resumes
 
 
 def test_rlhf_command_offline_and_xpo(tiny_model_dir, prompts_file, tmp_path, capsys):
@@ -120,6 +138,9 @@ def test_rlhf_command_offline_and_xpo(tiny_model_dir, prompts_file, tmp_path, ca
          "--xpo", "--alpha", "0.1", "--iterations", "2", "--prompts-per-iteration", "2", "--steps-per-iteration", "1"]
     assert main(x) == 0
     assert main([*x, "--resume"]) == 0
+    _check_damaged_resume(x, tmp_path / "x", ["checkpoint/best.safetensors", "pairs.jsonl"], capsys)
+    _check_damaged_resume([*base, "--beta", "0.5", "--epochs", "1"], tmp_path / "r", ["checkpoint/trainer_state.pt"],
+                          capsys)
     assert main([*base, "--alpha", "0.1"]) == 2
 
 

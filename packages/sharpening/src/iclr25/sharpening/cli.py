@@ -17,10 +17,10 @@ from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import (
+    PRESETS,
     BonOptions,
     DemoOptions,
     ReportOptions,
-    PRESETS,
     RlhfOptions,
     SftOptions,
     SharpeningReproduceOptions,
