@@ -134,3 +134,11 @@ def test_corrupt_checkpoint_is_a_clean_error(tmp_path, capsys):
     st.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
     assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(st), "--out", str(tmp_path / "e")]) == 2
     assert "not a readable safetensors file" in capsys.readouterr().err
+
+
+def test_reproduce_resume_flags(tmp_path, capsys):
+    assert main(["reproduce", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--resume" in out and "--checkpoint-every" in out
+    assert main(["reproduce", "--checkpoint-every", "0", "--out", str(tmp_path)]) == 2
+    assert "--checkpoint-every must be >= 1" in capsys.readouterr().err

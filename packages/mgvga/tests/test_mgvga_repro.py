@@ -1,9 +1,13 @@
 """Smoke test of reproduce() with tiny settings (the full quick run is marked slow)."""
 
 import json
+import os
+import signal
 
 import pytest
+import torch
 
+import iclr25.mgvga.reproduce as R
 from iclr25.mgvga.reproduce import ReproSettings, reproduce
 
 NAMES = ["qor/mgm_lt_input_masking", "qor/mgm_lt_scratch", "gate/logicprob_mgm_lt_input_masking",
@@ -17,9 +21,19 @@ TINY = dict(hidden_size=16, num_encoder_layers=2, steps=4, n_synthetic=12, n_eva
             gate_max_gates=300)
 
 
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from pathlib import Path
+
+    if not any(r and (Path(r) / "mgvga" / "epfl").is_dir() for r in os.environ.get("ICLR25_DATA", "").split(os.pathsep)):
+        pytest.skip("needs the mirrored data $ICLR25_DATA/mgvga (e.g. export ICLR25_DATA=/path/to/data)")
+    out = tmp_path_factory.mktemp("tiny")
+    return out, reproduce(True, out, settings=ReproSettings(**TINY), quiet=True)
+
+
 @pytest.mark.realdata
-def test_reproduce_tiny(tmp_path, mirror):
-    claims = reproduce(True, tmp_path, settings=ReproSettings(**TINY), quiet=True)
+def test_reproduce_tiny(tiny_run):
+    tmp_path, claims = tiny_run
     assert [c.name for c in claims] == NAMES
     for c in claims:
         assert c.baseline is not None and c.ours == c.ours  # measured, not NaN
@@ -28,6 +42,79 @@ def test_reproduce_tiny(tmp_path, mirror):
     assert raw["pool"]["eval_dropped_same_structure"] == 0
     assert len(raw["runs"]) == 2 and set(raw["runs"][0]["gate_lp"]) == {"mgm", "graphmae", "mgvga", "scratch"}
     assert all(v["positives"] > 0 for v in raw["gate_pairs"].values())
+
+
+def _facts(claims):
+    return [(c.name, c.ours, c.baseline, c.margin, c.holds, c.note) for c in claims]
+
+
+def _sigterm_self():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_reproduce_stopped_by_sigterm_resumes_to_the_uninterrupted_result(tiny_run, tmp_path, monkeypatch):
+    ref_dir, ref = tiny_run
+    s = ReproSettings(**TINY)
+    real_pretrain, real_node_emb = R.pretrain, R.node_embeddings
+
+    # piece 1: SIGTERM during seed 0's GraphMAE-style pre-training, after its 2nd step
+    def pretrain_sigterm(model, *a, should_stop, **kw):
+        n = []
+
+        def poll():
+            n.append(1)
+            if model.cfg.objective == "graphmae" and len(n) == 2:
+                _sigterm_self()
+            return should_stop()
+
+        return real_pretrain(model, *a, should_stop=poll, **kw)
+
+    monkeypatch.setattr(R, "pretrain", pretrain_sigterm)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(True, tmp_path, settings=s, quiet=True)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+    st = json.loads((tmp_path / "run_state.json").read_text())
+    assert [p["status"] for p in st["pieces"]] == ["stopped"] and st["done"]["0"]["pretrained"] == ["mgm"]
+    meta = json.loads(torch.load(tmp_path / "ckpt_graphmae_seed0.pt", weights_only=True)["meta"])
+    assert meta["step"] == 2 and not (tmp_path / "ckpt_mgvga_seed0.pt").exists()
+    assert {"qor_fixed", "gate_pairs", "gate_hand"} <= set(json.loads((tmp_path / "prep.json").read_text()))
+
+    # piece 2: SIGTERM in the probes (not pre-training): the 3rd node-embedding pass = GraphMAE's probe
+    monkeypatch.setattr(R, "pretrain", real_pretrain)
+    calls = []
+
+    def node_emb_sigterm(*a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            _sigterm_self()
+        return real_node_emb(*a, **kw)
+
+    monkeypatch.setattr(R, "node_embeddings", node_emb_sigterm)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(True, tmp_path, settings=s, quiet=True, resume=True)
+    st = json.loads((tmp_path / "run_state.json").read_text())
+    assert [p["status"] for p in st["pieces"]] == ["stopped", "stopped"]
+    assert st["done"]["0"] == {"pretrained": ["mgm", "graphmae", "mgvga"], "probes": ["mgm"]}
+    assert list(json.loads((tmp_path / "seed0_probes.json").read_text())["gate_eq"]) == ["mgm"]
+
+    # piece 3: resume to the end; everything measured equals the uninterrupted run
+    monkeypatch.setattr(R, "node_embeddings", real_node_emb)
+    with pytest.raises(ValueError, match="other settings.*steps"):
+        reproduce(True, tmp_path, settings=ReproSettings(**{**TINY, "steps": 5}), quiet=True, resume=True)
+    got = reproduce(True, tmp_path, settings=s, quiet=True, resume=True)
+    assert _facts(got) == _facts(ref)
+    a, b = (json.loads((d / "raw_metrics.json").read_text()) for d in (ref_dir, tmp_path))
+    assert a["runs"] == b["runs"] and a["pretrain_last"] == b["pretrain_last"]
+    assert [p["status"] for p in b["timing_s"]["pieces"]] == ["stopped", "stopped", "running"]
+    assert json.loads((tmp_path / "run_state.json").read_text())["pieces"][-1]["status"] == "finished"
+    # a run without --resume starts fresh: earlier checkpoints and probe results are removed first
+    monkeypatch.setattr(R, "pretrain", pretrain_sigterm)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(True, tmp_path, settings=s, quiet=True)
+    assert not (tmp_path / "seed0_probes.json").exists() and not (tmp_path / "ckpt_mgm_seed1.pt").exists()
+    assert (tmp_path / "prep.json").is_file()  # rebuilt by the fresh run before it was stopped
 
 
 def test_reproduce_needs_two_seeds():

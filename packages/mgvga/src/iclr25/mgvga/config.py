@@ -98,6 +98,9 @@ class PretrainConfig(CommonOptions, SeedOption):
     text_model: str = "minilm"
     """'minilm' (all-MiniLM-L6-v2, offline) or a Hugging Face model id / local path (e.g.
     Alibaba-NLP/gte-Qwen2-7B-instruct, 3584-d, the paper's encoder)."""
+    text_granularity: Literal["sentence", "token"] = "sentence"
+    """VGA keys: 'sentence' = one pooled vector per Verilog file (the paper); 'token' = the text
+    encoder's per-token states with a padding mask (named extension, not the paper's method)."""
 
     def __post_init__(self) -> None:
         _check_ratio("mgm_mask_ratio", self.mgm_mask_ratio)
@@ -175,3 +178,14 @@ class ReproduceConfig(ReproduceOptions):
 
     direction: Direction = "fanin"
     """Edge orientation of every graph (official: fanin)."""
+    resume: bool = False
+    """Continue the run in --out (same flags): finished pre-trainings and probe results are reused, an
+    unfinished pre-training continues from its last checkpoint; the result equals an uninterrupted run's.
+    SIGTERM / Ctrl-C stop a run cleanly (exit 130) with its work on disk."""
+    checkpoint_every: int = 100
+    """Pre-training steps between checkpoints."""
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_every < 1:
+            raise ValueError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +148,7 @@ def pretrain(
     stop_after: int | None = None,
     vga_text_mask: torch.Tensor | None = None,
     device: str | torch.device = "cpu",
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[dict]:
     """Optimise ``model`` for ``steps`` AdamW steps; each step draws ``batch_size`` graphs from the
     MGM pool and ``batch_size`` (graph, text) pairs from the VGA pool uniformly with replacement.
@@ -164,6 +165,9 @@ def pretrain(
         device: where the model trains (batches are assembled on the CPU and moved; masks are drawn
             on a CPU generator, so runs on different devices see the same masks). The model stays there.
         progress: show a progress bar (core rules: off with ``--quiet``, a line a minute off a terminal).
+        should_stop: polled after every step; when it returns True before the last step, the
+            state is checkpointed at that step and :class:`KeyboardInterrupt` is raised (a clean
+            stop on SIGTERM / Ctrl-C that ``resume=True`` continues exactly).
 
     Writes (with ``checkpoint``): the checkpoint (``weights_only``-loadable), ``<stem>.history.json``
     and ``<stem>.encoder.safetensors`` (the encoder alone, for :func:`load_encoder`).
@@ -262,9 +266,14 @@ def pretrain(
             rec = {"step": step + 1, "lr": opt.param_groups[0]["lr"], **{k: float(v.detach()) for k, v in out.items()}}
             history.append(rec)
             it.set_postfix(loss=f"{rec['loss']:.3f}")
-        last = step + 1 == steps or (stop_after is not None and step + 1 >= stop_after)
+        stop = step + 1 < steps and should_stop is not None and bool(should_stop())
+        last = step + 1 == steps or (stop_after is not None and step + 1 >= stop_after) or stop
         if checkpoint is not None and ((step + 1) % checkpoint_every == 0 or last):
             save_checkpoint(checkpoint, model, opt, sched, step + 1, gen, history)
+        if stop:
+            it.close()
+            where = f"; checkpoint {checkpoint} holds it (continue with resume=True)" if checkpoint else ""
+            raise KeyboardInterrupt(f"pretrain[{obj}] stopped at step {step + 1}/{steps}{where}")
         if last:
             break
     it.close()

@@ -9,6 +9,7 @@ the per-seed paired differences; its note says whether the mean gap exceeds it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -33,6 +34,7 @@ from .data import (
 from .downstream import embed_graphs, equivalence_scores, hand_features, qor_lodo, roc_auc
 from .gates import (
     GateDesign,
+    GatePairs,
     gate_design,
     gate_equivalence_auc,
     gate_equivalence_pairs,
@@ -310,6 +312,7 @@ def _paired_claim(name: str, metric: str, a: list, b: list, labels: tuple[str, s
 
 def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga", *, seeds=None, device: str = "auto",
               threads: int | None = None, quiet: bool = False, direction: str = "fanin",
+              resume: bool = False, checkpoint_every: int = 100,
               settings: ReproSettings | None = None) -> list[Claim]:
     """Run the paired CPU-scale protocol and return the claims (see the README for each one).
 
@@ -321,10 +324,19 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga", *, seed
         threads: torch/BLAS threads (default: the settings' value, 1 in quick).
         quiet: no progress bars.
         direction: edge orientation for every graph (official ``fanin``).
+        resume: continue the run in ``out_dir`` (same settings): finished pre-trainings are
+            loaded, an unfinished one continues from its last checkpoint (model, optimiser,
+            schedule, RNG), finished probe results (per seed and encoder) are read back. The
+            result equals an uninterrupted run's. Without a previous run it starts fresh.
+        checkpoint_every: steps between pre-training checkpoints (``>= 1``).
         settings: overrides ``quick`` (tests use tiny settings).
 
+    SIGTERM and Ctrl-C stop the run cleanly: a pre-training in progress checkpoints the step it is
+    at, finished work stays on disk, and :class:`KeyboardInterrupt` is raised (the CLI exits 130);
+    ``out_dir/run_state.json`` records the pieces (wall and CPU seconds) and what is done.
+
     Raises:
-        ValueError: fewer than 2 seeds, bad settings, missing designs.
+        ValueError: fewer than 2 seeds, bad settings, missing designs, ``resume`` with other settings.
     """
     from iclr25.core.seed import choose_device
     from iclr25.core.threads import limited_threads
@@ -334,16 +346,107 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga", *, seed
         s = replace(s, pretrain_seeds=tuple(int(x) for x in seeds))
     if direction != s.direction:
         s = replace(s, direction=direction)
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every={checkpoint_every} must be >= 1")
     dev = str(choose_device(device))
-    with limited_threads(threads or s.threads):
-        return _run(s, Path(out_dir), dev, quiet)
+    with limited_threads(threads or s.threads), _graceful_stop() as stop:
+        return _run(s, Path(out_dir), dev, quiet, resume=resume, checkpoint_every=checkpoint_every, stop=stop)
 
 
-def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
+class _Stop:
+    """SIGTERM / SIGINT while pre-training: set a flag the step loop polls (it checkpoints, then
+    raises KeyboardInterrupt); at any other time: raise KeyboardInterrupt at once (probe work is in
+    memory only, finished results are already on disk)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.in_pretrain = False
+
+    def __call__(self, signum, frame) -> None:
+        self.requested = True
+        if not self.in_pretrain:
+            raise KeyboardInterrupt(f"reproduce[mgvga] stopped by signal {signum}")
+
+
+@contextlib.contextmanager
+def _graceful_stop():
+    import signal
+    import threading
+
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():  # signals only reach the main thread
+        yield stop
+        return
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+_STATE_FORMAT = "iclr25-mgvga-reproduce-state/1"
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=1, allow_nan=False))
+    tmp.replace(path)
+
+
+def _start_state(out: Path, s: ReproSettings, resume: bool) -> dict:
+    """Read (``resume``) or reset the run state of ``out``; a resume with other settings is an error."""
+    sp = out / "run_state.json"
+    want = _jsonable(asdict(s))
+    if resume and sp.is_file():
+        try:
+            st = json.loads(sp.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{sp} is not JSON ({e}); delete it to start fresh") from None
+        if st.get("format") != _STATE_FORMAT:
+            raise ValueError(f"{sp}: format {st.get('format')!r}, expected {_STATE_FORMAT!r}")
+        if st["settings"] != want:
+            diff = sorted(k for k in set(want) | set(st["settings"]) if want.get(k) != st["settings"].get(k))
+            raise ValueError(f"--resume: {out} was started with other settings ({', '.join(diff)} differ); use the "
+                             "same flags (--quick, --seeds, --direction) or a new --out")
+        log.info("resuming %s: %d earlier piece(s)", out, len(st["pieces"]))
+        return st
+    if resume:
+        log.warning("--resume: nothing to resume in %s; starting fresh", out)
+    for f in [*out.glob("ckpt_*"), *out.glob("seed*_probes.json"), *out.glob("prep.json")]:  # a fresh run never reads stale work
+        f.unlink()
+    return {"format": _STATE_FORMAT, "settings": want, "pieces": [], "done": {}}
+
+
+def _run(s: ReproSettings, out: Path, dev: str, quiet: bool, *, resume: bool = False, checkpoint_every: int = 100,
+         stop: _Stop | None = None) -> list[Claim]:
+    t0, c0 = time.time(), time.process_time()
+    out.mkdir(parents=True, exist_ok=True)
+    state = _start_state(out, s, resume)
+    piece = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "resumed": bool(state["pieces"]),
+             "status": "running"}
+    state["pieces"].append(piece)
+
+    def save_state(status: str) -> None:
+        piece.update(status=status, wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
+        _write_json(out / "run_state.json", state)
+
+    save_state("running")
+    try:
+        claims = _run_body(s, out, dev, quiet, checkpoint_every, stop or _Stop(), state, save_state, t0)
+    except KeyboardInterrupt:
+        save_state("stopped")
+        raise
+    except BaseException:
+        save_state("failed")
+        raise
+    save_state("finished")
+    return claims
+
+
+def _run_body(s, out, dev, quiet, checkpoint_every, stop, state, save_state, t0) -> list[Claim]:
     from iclr25.core.progress import progress
 
-    t0 = time.time()
-    out.mkdir(parents=True, exist_ok=True)
     dr = s.direction
     mgm_graphs, vga_graphs, vga_texts, eval_graphs, eval_texts, pool_info = build_pools(s, dr)
     if not eval_graphs:
@@ -358,9 +461,14 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
     graphs = {k: to_graph(c, direction=dr) for k, c in circ.items()}
     recipes = openabcd_recipes()
     kw = dict(seeds=s.qor_seeds, epochs=s.qor_epochs, max_recipes=s.qor_max_recipes, head=s.qor_head)
-    hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
-    qor_fixed = {"hand_features": qor_lodo(hand, labels, recipes, designs, **kw),
-                 "recipe_only": qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)}
+    # the fixed baselines and the SAT-labelled gate pairs are computed once per run and read back by
+    # every later piece (prep.json; both paths use the JSON numbers, so resumed == uninterrupted)
+    prep_path = out / "prep.json"
+    prep = json.loads(prep_path.read_text()) if prep_path.is_file() else None
+    if prep is None:
+        hand = {k: hand_features(circ[k], graphs[k]) for k in designs}
+        prep = {"qor_fixed": {"hand_features": qor_lodo(hand, labels, recipes, designs, **kw),
+                              "recipe_only": qor_lodo(hand, labels, recipes, designs, use_graph=False, **kw)}}
     pairs = equivalence_pairs()[: s.eq_max_pairs]
     bases = sorted({str(p["base"]) for p in pairs})
     gb = {b: to_graph(load_cached(b), direction=dr) for b in bases}
@@ -370,17 +478,24 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
     root = data_dir()
     gdes = {n: gate_design(load_cached(str(root / "epfl" / f"{n}.aig")), n, words=s.gate_words, direction=dr)
             for n in s.gate_designs}
-    gpairs = []
-    for n in s.gate_designs:
-        for k in s.gate_variants:
-            vpath = root / "equiv" / f"epfl_{n}__r{k}.aig"
-            vc = load_cached(str(vpath))
-            gp = gate_equivalence_pairs(gdes[n].circuit, vc, words=s.gate_eq_words, seed=k,
-                                        max_pairs=s.gate_max_pairs)
-            gpairs.append((n, k, to_graph(vc, direction=dr), gp))
-    gate_hand = logic_probability_probe({n: hand_node_features(d) for n, d in gdes.items()}, gdes,
-                                        n_folds=s.gate_folds, seeds=s.gate_head_seeds, epochs=s.gate_epochs,
-                                        max_gates=s.gate_max_gates)
+    if "gate_pairs" not in prep:
+        prep["gate_pairs"] = []
+        for n in s.gate_designs:
+            for k in s.gate_variants:
+                vc = load_cached(str(root / "equiv" / f"epfl_{n}__r{k}.aig"))
+                gp = gate_equivalence_pairs(gdes[n].circuit, vc, words=s.gate_eq_words, seed=k,
+                                            max_pairs=s.gate_max_pairs)
+                prep["gate_pairs"].append({"design": n, "variant": k, "u": gp.u.tolist(), "v": gp.v.tolist(),
+                                           "y": gp.y.tolist(), "counts": gp.counts})
+        prep["gate_hand"] = logic_probability_probe({n: hand_node_features(d) for n, d in gdes.items()}, gdes,
+                                                    n_folds=s.gate_folds, seeds=s.gate_head_seeds,
+                                                    epochs=s.gate_epochs, max_gates=s.gate_max_gates)
+        prep = _roundtrip(prep, prep_path)
+    qor_fixed, gate_hand = prep["qor_fixed"], prep["gate_hand"]
+    gpairs = [(d["design"], d["variant"],
+               to_graph(load_cached(str(root / "equiv" / f"epfl_{d['design']}__r{d['variant']}.aig")), direction=dr),
+               GatePairs(np.asarray(d["u"], np.int64), np.asarray(d["v"], np.int64), np.asarray(d["y"], np.int64),
+                         d["counts"])) for d in prep["gate_pairs"]]
     names = sorted(gdes)
     half = [gdes[n] for n in names[0::2]], [gdes[n] for n in names[1::2]]
     t_data = time.time() - t0
@@ -392,23 +507,47 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
 
     runs = []
     hist: dict = {}
+    done = state["done"]  # "<seed>": {"pretrained": [obj...], "probes": [encoder...]}
     bar = progress(total=len(s.pretrain_seeds) * 3, desc="reproduce[mgvga]", unit="model", quiet=quiet or None)
     for seed in s.pretrain_seeds:
+        dn = done.setdefault(str(seed), {"pretrained": [], "probes": []})
+        rpath = out / f"seed{seed}_probes.json"
+        r: dict = (json.loads(rpath.read_text()) if rpath.is_file() else
+                   {"seed": seed, "qor": {}, "eq": {}, "gate_lp": {}, "gate_eq": {}})
+        seed_done = "vga_ce" in r and "mechanism" in r and all(k in r["gate_eq"] for k in ENCODERS)
         models = {}
         for obj in ("mgm", "graphmae", "mgvga"):
+            ck = out / f"ckpt_{obj}_seed{seed}.pt"
+            if seed_done:  # probes finished: only the loss history is needed (the plot, pretrain_last)
+                hist[f"{obj}/{seed}"] = json.loads(ck.with_suffix(".history.json").read_text())
+                bar.update(1)
+                continue
             torch.manual_seed(seed)
             m = MGVGAPretrainer(cfg(obj))
-            hist[f"{obj}/{seed}"] = pretrain(m, mgm_graphs, vga_graphs, vga_emb, steps=s.steps,
-                                             batch_size=s.batch_size, lr=s.lr, seed=seed,
-                                             checkpoint=out / f"ckpt_{obj}_seed{seed}.pt",
-                                             checkpoint_every=max(s.steps, 1), progress=False, device=dev)
+            stop.in_pretrain = True
+            try:
+                if stop.requested:
+                    raise KeyboardInterrupt("reproduce[mgvga] stop requested")
+                hist[f"{obj}/{seed}"] = pretrain(m, mgm_graphs, vga_graphs, vga_emb, steps=s.steps,
+                                                 batch_size=s.batch_size, lr=s.lr, seed=seed, checkpoint=ck,
+                                                 checkpoint_every=checkpoint_every, resume=ck.is_file(),
+                                                 progress=not quiet, device=dev, should_stop=lambda: stop.requested)
+            finally:
+                stop.in_pretrain = False
             models[obj] = m.cpu().eval()
+            if obj not in dn["pretrained"]:
+                dn["pretrained"].append(obj)
+                save_state("running")
             bar.update(1)
+        if seed_done:
+            runs.append(r)
+            continue
         torch.manual_seed(seed)
         encoders = {k: v.encoder for k, v in models.items()}
         encoders["scratch"] = MGVGAEncoder(cfg("mgm")).eval()
-        r: dict = {"seed": seed, "qor": {}, "eq": {}, "gate_lp": {}, "gate_eq": {}}
         for name, e in encoders.items():
+            if name in r["gate_eq"]:  # this encoder's probes were finished by an earlier piece
+                continue
             emb = embed_graphs(e, [graphs[k] for k in designs], batch_size=2)
             r["qor"][name] = qor_lodo(dict(zip(designs, emb)), labels, recipes, designs, emb_dims=s.qor_emb_dims, **kw)
             r["eq"][name] = _equivalence(e, pairs, bases, gb, gv)
@@ -428,6 +567,9 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
             defined = [v for v in per.values() if v is not None]
             r["gate_eq"][name] = {"auc_pooled": pooled, "auc_mean_per_design": float(np.mean(defined)) if defined
                                   else None, "per_design": per}
+            r = _roundtrip(r, rpath)  # uninterrupted and resumed runs read the same JSON numbers
+            dn["probes"].append(name)
+            save_state("running")
         m = models["mgvga"]
         perm = torch.roll(torch.arange(len(eval_graphs)), 1)
         r["vga_ce"] = {"paired": vga_ce(m, eval_graphs, eval_emb), "shuffled": vga_ce(m, eval_graphs, eval_emb[perm]),
@@ -439,9 +581,13 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
                           "scratch_intact": masked_type_recovery(scratch_model, *half, input_masking=False, seed=seed),
                           "scratch_input_masked": masked_type_recovery(scratch_model, *half, input_masking=True,
                                                                        seed=seed)}
+        r = _roundtrip(r, rpath)
+        dn["probes"].extend(["vga_ce", "mechanism"])
+        save_state("running")
         runs.append(r)
     bar.close()
     seconds = time.time() - t0
+    save_state("running")  # this piece's wall/CPU seconds, for the totals below
 
     def per_seed(key, enc_, field):
         return [r[key][enc_][field] for r in runs]
@@ -530,10 +676,18 @@ def _run(s: ReproSettings, out: Path, dev: str, quiet: bool) -> list[Claim]:
              "qor_fixed": qor_fixed, "gate_hand_features": gate_hand,
              "gate_pairs": {f"{n}/r{k}": gp.counts for n, k, _, gp in gpairs}, "runs": runs,
              "pretrain_last": {k: v[-1] for k, v in hist.items() if v},
-             "timing_s": {"data_text_labels_baselines": t_data, "total": seconds}}
+             "timing_s": {"data_text_labels_baselines": t_data, "total": seconds, "pieces": state["pieces"],
+                          "all_pieces_wall_s": sum(p["wall_s"] for p in state["pieces"]),
+                          "all_pieces_cpu_s": sum(p["cpu_s"] for p in state["pieces"])}}
     (out / "raw_metrics.json").write_text(json.dumps(_jsonable(extra), indent=1, allow_nan=False))
     _plot(hist, out)
     return claims
+
+
+def _roundtrip(r: dict, path: Path) -> dict:
+    """Write ``r`` to ``path`` (atomically) and return what a later piece would read back."""
+    _write_json(path, r)
+    return json.loads(path.read_text())
 
 
 def _jsonable(o):

