@@ -101,3 +101,23 @@ def test_coverage_claim_with_a_censored_p_c_is_nan_and_writes(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["ours"] == pytest.approx(c.ours)
     ok = _coverage_claim({0.4: cov[0.4]})
     assert ok.holds and ok.ours == pytest.approx(abs(math.log2(5 / 5.8)))
+
+
+def test_xpo_claim_does_not_hold_when_xpo_never_sharpens(tmp_path):
+    """Both arms censored used to tie at 10x the budget and 'hold' at margin 0 (the full run's vacuous pass);
+    XPO that never reaches 90% now scores +inf (written as null) and never holds."""
+    from iclr25.sharpening.reproduce import _xpo_claim
+
+    def xr(off, xpo):
+        return {"beta": 0.25, "offline": {str(m): {"samples": m, "sharpened": f} for m, f in off},
+                "xpo": {0.0: {"best_j": 0.0, "curve": [(i, m, f) for i, (m, f) in enumerate(xpo)]}}}
+
+    never = _xpo_claim(xr([(32, 0.1), (64, 0.2)], [(32, 0.0), (64, 0.1)]))
+    assert not never.holds and never.baseline == 640.0 and "XPO never reached 90%" in never.note
+    run_reproduction("sharpening", lambda quick, out_dir: [never], quick=False, out_dir=tmp_path, version="test")
+    d = json.loads((tmp_path / "results.json").read_text())["claims"][0]
+    assert d["ours"] is None and d["holds"] is False
+    assert _xpo_claim(xr([(32, 0.1), (64, 0.2)], [(32, 0.5), (64, 0.95)])).holds  # offline censored, XPO reached
+    fewer = _xpo_claim(xr([(32, 0.5), (64, 0.95)], [(32, 0.95)]))
+    assert fewer.holds and (fewer.ours, fewer.baseline) == (32.0, 64.0)
+    assert not _xpo_claim(xr([(32, 0.95)], [(32, 0.5), (64, 0.95)])).holds

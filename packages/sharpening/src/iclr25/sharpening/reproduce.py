@@ -667,13 +667,15 @@ def _xpo_claim(xr: dict) -> Claim:
     xc = [(m, f) for _, m, f in xr["xpo"][alpha]["curve"]]
     xpo_n = _first(xc)
     big = 10 * max([m for m, _ in off] + [m for m, _ in xc])
-    ours = float(xpo_n) if xpo_n is not None else float(big)
+    # XPO that never sharpens 90% did nothing measurable: +inf never holds (written as null), even
+    # when offline is censored too (both scored 10x would tie and "hold" at margin 0)
+    ours = float(xpo_n) if xpo_n is not None else math.inf
     base = float(off_n) if off_n is not None else float(big)
     note = (f"p_c = 0.1, 40 distractors, beta = {xr['beta']}; samples = responses drawn (2 per pair). XPO alpha = "
             f"{alpha} chosen on validation J_beta from {sorted(xr['xpo'])}. Offline (samples, sharpened fraction): "
             + ", ".join(f"({m}, {f:.2f})" for m, f in off) + "; XPO: " + ", ".join(f"({m}, {f:.2f})" for m, f in xc)
-            + ("" if xpo_n is not None and off_n is not None else
-               f". A method that never reached 90% is scored {big} (10x the largest budget).")
+            + ("" if off_n is not None else f". Offline never reached 90%: scored {big} (10x the largest budget).")
+            + ("" if xpo_n is not None else ". XPO never reached 90%: ours = inf, so the claim does not hold.")
             + " The spec expects XPO to need fewer samples but does not guarantee it at this scale.")
     return Claim("xpo/fewer_samples_than_offline", "samples drawn to sharpen 90% of test prompts (pi(y*|x) > 1/2)",
                  ours, baseline=base, higher_is_better=False, margin=0.0, paper="Thm 4.3 vs Thm 4.2 (no C_cov)",
