@@ -34,6 +34,19 @@ def test_reproduce_tiny_writes_results(tmp_path, monkeypatch):
     assert set(exps["runs"][0]["badnets"]["agpd"]) == {"paper", "backdoorbench", "backdoorbench-m10"}
     assert (tmp_path / "checkpoints" / "badnets.pt").is_file()
 
+    # a rerun into the same folder reuses every finished experiment (no training, no detection) ...
+    def boom(*a, **k):
+        raise AssertionError("run_experiment called for a finished experiment")
+
+    monkeypatch.setattr(R, "run_experiment", boom)
+    again = R.reproduce(True, tmp_path, seeds=(0,))
+    assert [(c.name, c.holds) for c in again] == [(c.name, c.holds) for c in rep.claims]
+    assert json.loads((tmp_path / "experiments.json").read_text()) == exps
+    # ... but not one recorded under other settings
+    monkeypatch.setitem(R.SETTINGS, True, dict(data="digits", epochs=2, model="small", augment=False))
+    with pytest.raises(AssertionError, match="finished experiment"):
+        R.reproduce(True, tmp_path, seeds=(0,))
+
 
 def test_claims_follow_the_numbers():
     def exp(targets, tpr, fpr, f1, rank=1, ratio=2.0, asr=0.95):
@@ -51,6 +64,12 @@ def test_claims_follow_the_numbers():
     assert not any(c.holds for c in bad), [c.name for c in bad if c.holds]
     fpr = next(c for c in bad if c.name == "badnets/fpr_agpd")  # FPR 0.1 % but TPR 0: vacuous, not held
     assert math.isnan(fpr.ours) and "not meaningful" in fpr.note
+    # one poisoned sample of 400 found and 4 clean ones flagged (full run, seed 0): FPR 0.1 %, still void
+    few = R.claims_from_experiments({"badnets": exp([0, 2], 0.0025, 0.001, 0.005)}, "t")
+    fpr = next(c for c in few if c.name == "badnets/fpr_agpd")
+    assert math.isnan(fpr.ours) and not fpr.holds and "below 50 %" in fpr.note
+    ok = R.claims_from_experiments({"badnets": exp([0], 0.6, 0.001, 0.7)}, "t")
+    assert next(c for c in ok if c.name == "badnets/fpr_agpd").holds
 
 
 @pytest.mark.slow

@@ -23,6 +23,10 @@ from iclr25.core.results import Claim, Report, claims_table, read_report, write_
         (dict(ours=0.995, baseline=0.5, threshold=0.99), True),
         (dict(ours=float("nan"), threshold=0.0), False),
         (dict(ours=1.0, baseline=float("nan")), False),
+        # a censored measurement (inf) never holds, even where the comparison would say yes
+        (dict(ours=float("inf"), threshold=1.0), False),
+        (dict(ours=float("-inf"), threshold=1.0, higher_is_better=False), False),
+        (dict(ours=1.0, baseline=float("-inf")), False),
     ],
 )
 def test_holds_is_computed(kw, expected):
@@ -73,6 +77,20 @@ def test_report_roundtrip(tmp_path):
     md = (tmp_path / "agpd" / "results.md").read_text()
     assert "| a/x |" in md and "**no**" in md and "1/3 claims hold" in md
     assert "| 97 | 16 | 10 |" in md  # ours, baseline, margin
+
+
+def test_infinite_values_write_valid_json(tmp_path):
+    """±inf (e.g. a censored sample count) is written as null like NaN, and the JSON recomputes the
+    same holds; before, json.dumps(allow_nan=False) raised after the whole run had finished."""
+    claims = [Claim("c/n", "required N", ours=float("inf"), threshold=64.0, higher_is_better=False,
+                    note="censored: best-of-N never reached 90 % in 64 draws"),
+              Claim("c/b", "gap", ours=1.0, baseline=float("-inf"))]
+    p = write_report(Report("x", "0.1.0", quick=True, seconds=1.0, claims=claims), tmp_path / "x")
+    data = json.loads(p.read_text())
+    assert [(c["ours"], c["baseline"], c["holds"]) for c in data["claims"]] == [(None, None, False), (1.0, None, False)]
+    back = read_report(tmp_path / "x")
+    assert [c.holds for c in back.claims] == [False, False]
+    assert "| inf |" in (tmp_path / "x" / "results.md").read_text()
 
 
 def test_claims_table_has_one_row_per_claim():

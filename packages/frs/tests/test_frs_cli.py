@@ -115,3 +115,25 @@ def test_certify_shards_merge(tmp_path, tiny_tsv, run, monkeypatch):
     assert len((out / "certificates.shard1.jsonl").read_text().splitlines()) == 4
     recs = [json.loads(x) for x in (out / "certificates.jsonl").read_text().splitlines()]
     assert [r["index"] for r in recs] == list(range(9)) and not list(out.glob("*.done"))
+
+
+def test_certify_two_real_processes(tmp_path, tiny_tsv, run):
+    """Two concurrent rank processes (with the RANK / WORLD_SIZE / LOCAL_RANK a launcher such as torchrun
+    or accelerate launch sets) certify their shards; rank 0 waits for rank 1 and merges: every text once,
+    in order, the shards kept beside the merged file."""
+    a = tmp_path / "a"
+    run("attack", "--data", tiny_tsv, "--n-train", 80, "--d-model", 16, "--d-ff", 32, "--epochs", 1, "--out", a, "--quiet")
+    out = tmp_path / "c"
+    cmd = [sys.executable, "-m", "iclr25.frs", "certify", "--model", str(a / "model"), "--data", str(tiny_tsv),
+           "--k", "4", "--iterations", "4", "--n", "9", "--chunk", "2", "--out", str(out), "--quiet"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "RANK": str(rank),
+                                   "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2"})
+             for rank in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    recs = [json.loads(x) for x in (out / "certificates.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in recs] == list(range(9))
+    assert not list(out.glob("*.done"))
+    assert sorted(len(f.read_text().splitlines()) for f in out.glob("certificates.shard*.jsonl")) == [4, 5]

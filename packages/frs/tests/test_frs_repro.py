@@ -31,3 +31,59 @@ def test_reproduce_quick(tmp_path, mirror):
 
     r = run_reproduction("frs", rep.reproduce, quick=True, out_dir=tmp_path)
     assert len(r.claims) == 7
+
+
+@pytest.mark.realdata
+def test_reproduce_resume_continues_a_partial_run(tmp_path, monkeypatch, mirror):
+    """A run cut after seed 0's first arms resumes to the numbers of an uninterrupted run, reusing
+    the saved models and finished arms; an unfinished --out without --resume is refused."""
+    mirror("sst2/train_sub.tsv")
+    small = dict(rep.QUICK, n_attack=120, attack_epochs=1, n_finetune=80, n_clean=8, n_triggered=6, k=2,
+                 iterations=2, n_empirical=2, empirical_samples=2, d_model=8, n_heads=2, d_ff=16)
+    monkeypatch.setattr(rep, "QUICK", small)
+    full, part = tmp_path / "full", tmp_path / "part"
+    rep.reproduce(True, full, seeds=[0, 1])
+    ref = json.loads((full / "metrics.json").read_text())
+
+    # interrupt the second run inside seed 0's third arm
+    import iclr25.frs.evaluate as ev
+
+    calls = {"n": 0}
+    real = ev.evaluate_arm
+
+    def dying(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "evaluate_arm", dying)
+    with pytest.raises(KeyboardInterrupt):
+        rep.reproduce(True, part, seeds=[0, 1])
+    saved = json.loads((part / "checkpoint" / "seed0.json").read_text())
+    assert set(saved) == {"seed", "none", "uniform"}
+    with pytest.raises(ValueError, match="--resume"):
+        rep.reproduce(True, part, seeds=[0, 1])
+    calls["n"] = -100  # no more interruptions; count the arms evaluated now
+    mtime = (part / "models" / "bmps" / "model.safetensors").stat().st_mtime_ns
+    rep.reproduce(True, part, seeds=[0, 1], resume=True)
+    assert calls["n"] == -100 + 2 * len(rep.ARM_ORDER) - 2  # seed 0's none and uniform were not rerun
+    assert (part / "models" / "bmps" / "model.safetensors").stat().st_mtime_ns == mtime  # not retrained
+    got = json.loads((part / "metrics.json").read_text())
+    assert got["resumed"] and not ref["resumed"]
+    drop = ("seconds", "empirical_seconds")
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in drop}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    def same(a, b):  # NaN-aware (NaN != NaN): compare the JSON texts
+        return json.dumps(strip(a), sort_keys=True) == json.dumps(strip(b), sort_keys=True)
+
+    assert same(got["per_seed"], ref["per_seed"]) and same(got["aggregate"], ref["aggregate"])
+    assert got["single_models"] == ref["single_models"] and got["occlusion_rate"] == ref["occlusion_rate"]
+    # settings must match on resume
+    monkeypatch.setattr(rep, "QUICK", dict(small, k=3))
+    with pytest.raises(ValueError, match="other settings.*k"):
+        rep.reproduce(True, part, seeds=[0, 1], resume=True)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,14 @@ def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
                    know_args=replace(R.QUICK.know_args, epochs=1), skill_args=replace(R.QUICK.skill_args, epochs=1),
                    fict_max_epochs=2, fict_eval_every=1)
     monkeypatch.setattr(R, "QUICK", tiny)
+    real_run_seed, partials = R.run_seed, []
+
+    def spy(*a, **k):  # the per-stage partial file, read before reproduce replaces it by the seed's checkpoint
+        r = real_run_seed(*a, **k)
+        partials.append(json.loads(Path(k["partial"]).read_text()))
+        return r
+
+    monkeypatch.setattr(R, "run_seed", spy)
     claims = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache")
     assert [c.name for c in claims] == NAMES
     assert all(isinstance(c, Claim) for c in claims)
@@ -48,6 +57,25 @@ def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
     # so every (question, version) row is counted about as often as a single-version row
     assert all(r["multi"]["epochs"] == 3.0 and r["multi"]["steps"] == 3 and r["single"]["steps"] == 1 for r in runs)
     assert R.multi_epochs(replace(tiny, multi_epochs=7)) == 7.0
+    assert [p["partial"] and p["last_stage"] for p in partials] == ["multi", "multi"]
+    assert [p["multi"]["real_test"] for p in partials] == [r["multi"]["real_test"] for r in runs]
+    assert set(partials[0]["timing"]) >= {"m0", "knowledge", "sft_real", "sft_fict", "single", "multi", "cpu_so_far"}
+    assert not list((tmp_path / "out" / "seeds").glob("*.partial.json"))
+    # every seed was checkpointed; --resume reuses them without training anything
+    assert sorted(p.name for p in (tmp_path / "out" / "seeds").iterdir()) == ["seed-w0-t0.json", "seed-w0-t1.json"]
+
+    def no_training(*a, **k):
+        raise AssertionError("resume retrained a finished seed")
+
+    monkeypatch.setattr(R, "run_seed", no_training)
+    again = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache",
+                        resume=True)
+    assert [(c.ours, c.baseline, c.holds) for c in again] == [(c.ours, c.baseline, c.holds) for c in claims]
+    assert json.loads((tmp_path / "out" / "runs.json").read_text())["meta"]["resumed_seeds"] == [[0, 0], [0, 1]]
+    # a checkpoint written with other settings is recomputed, not reused
+    monkeypatch.setattr(R, "QUICK", replace(tiny, fict_max_epochs=3))
+    with pytest.raises(AssertionError, match="retrained"):
+        R.reproduce(True, tmp_path / "out", seeds=[0], threads=1, quiet=True, cache=tmp_path / "cache", resume=True)
 
 
 def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):

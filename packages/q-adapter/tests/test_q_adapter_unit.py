@@ -173,6 +173,27 @@ def test_resume_matches_uninterrupted(tmp_path):
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3, 4, 5, 6]
 
 
+def test_resume_drops_metrics_after_the_checkpoint(tmp_path):
+    """A run killed between checkpoints left metrics past the checkpoint's step (and a torn line): the
+    resumed run logs each step once; --resume with no checkpoint starts a fresh metrics file."""
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    mk = lambda: tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=64, seed=0)  # noqa: E731
+    _train(tok, mk(), tmp_path / "b", 3)
+    with open(tmp_path / "b" / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 4, "loss": 0.0}) + "\n" + '{"step": 5, "lo')
+    _train(tok, mk(), tmp_path / "b", 5, resume=True)
+    lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3, 4, 5]
+    assert json.loads(lines[3])["loss"] != 0.0  # step 4 is the resumed run's, not the stale record
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metrics.jsonl").write_text(json.dumps({"step": 9, "loss": 1.0}) + "\n")
+    _train(tok, mk(), tmp_path / "c", 2, resume=True)
+    lines = (tmp_path / "c" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2]
+
+
 def test_resume_refuses_changed_settings_and_torn_checkpoint(tmp_path):
     """--resume with another batch size / lr / LoRA rank / alpha / data size, or a torn trainer_state.pt,
     is a ValueError naming the change and the fix (it was a shape RuntimeError or silently reused state)."""
@@ -196,3 +217,17 @@ def test_resume_refuses_changed_settings_and_torn_checkpoint(tmp_path):
     (tmp_path / "a" / "checkpoint" / "trainer_state.pt").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="torn or not a PreferenceTrainer state.*delete"):
         _train(tok, mk(), tmp_path / "a", 4, resume=True)
+
+
+def test_grad_accum_must_match_the_launch_config(monkeypatch):
+    """`accelerate launch` with a DeepSpeed config exports ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+    overrides the Accelerator's value: a mismatch with --grad-accum is an error, not a miscounted run."""
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    pairs = tokenize_pairs([PreferencePair("Q:", " good", " bad!")] * 4, tok, max_length=24, max_prompt_length=8)
+    qm = QAdapterModel(tiny_causal_lm(n_embd=32, n_layer=1, n_head=2, n_positions=64, seed=0),
+                       QAdapterConfig(lora_dropout=0.0))
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
+    with pytest.raises(ValueError, match="grad_accum: the trainer is set to 2 but the Accelerator accumulates 4"):
+        PreferenceTrainer(qm, pairs, tok.pad_token_id, TrainerConfig(batch_size=2, grad_accum=2, progress=False))

@@ -9,8 +9,9 @@ import pytest
 
 from iclr25.core.config import config_from_dict
 from iclr25.sharpening.cli import COMMANDS, main
+from iclr25.sharpening.config import PRESETS, preset_path
 
-CONFIGS = Path(__file__).parents[1] / "configs"
+CONFIGS = preset_path("quick").parent
 
 
 def test_help_imports_nothing_heavy():
@@ -109,6 +110,24 @@ def test_sft_command_and_resume(tiny_model_dir, prompts_file, tmp_path, capsys):
     assert main([*args, "--resume"]) == 0
     assert main([*args[:-2], "--eval-samples", "2", "--lr", "5e-3", "--resume"]) == 2
     assert "other settings" in capsys.readouterr().err
+    _check_damaged_resume(args, out, ["checkpoint/trainer_state.pt", "checkpoint/policy.safetensors", "corpus.jsonl"],
+                          capsys)
+
+
+def _check_damaged_resume(args, out, files, capsys):
+    """Each saved file truncated in turn: --resume exits 2 with one clean line naming the file and the fix."""
+    for name in files:
+        f = out / name
+        good = f.read_bytes()
+        for bad in (good[: len(good) // 2], b""):
+            f.write_bytes(bad)
+            capsys.readouterr()
+            assert main([*args, "--resume"]) == 2, name
+            err = capsys.readouterr().err
+            assert "Traceback" not in err and f.name in err and "run without --resume" in err, (name, err)
+            assert "truncated" in err, (name, err)
+        f.write_bytes(good)
+    assert main([*args, "--resume"]) == 0          # intact again: resumes
 
 
 def test_rlhf_command_offline_and_xpo(tiny_model_dir, prompts_file, tmp_path, capsys):
@@ -119,6 +138,9 @@ def test_rlhf_command_offline_and_xpo(tiny_model_dir, prompts_file, tmp_path, ca
          "--xpo", "--alpha", "0.1", "--iterations", "2", "--prompts-per-iteration", "2", "--steps-per-iteration", "1"]
     assert main(x) == 0
     assert main([*x, "--resume"]) == 0
+    _check_damaged_resume(x, tmp_path / "x", ["checkpoint/best.safetensors", "pairs.jsonl"], capsys)
+    _check_damaged_resume([*base, "--beta", "0.5", "--epochs", "1"], tmp_path / "r", ["checkpoint/trainer_state.pt"],
+                          capsys)
     assert main([*base, "--alpha", "0.1"]) == 2
 
 
@@ -160,9 +182,43 @@ def test_quick_preset_matches_the_reproduction():
     assert tuple(q["reproduce"]["seeds"]) == st.seeds
 
 
-def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_file, tmp_path):
+def test_packaged_presets_are_found_by_name(tmp_path, monkeypatch):
+    for name in PRESETS:
+        p = preset_path(name)
+        assert p.is_file() and p.name == f"{name}.yaml" and p.parent.parent.name == "sharpening"
+    with pytest.raises(ValueError, match="unknown preset 'fast'.*quick"):
+        preset_path("fast")
+    monkeypatch.chdir(tmp_path)            # a file named like a preset wins over the packaged one
+    (tmp_path / "quick").write_text("n: 7\n")
+    from iclr25.sharpening.cli import _section_config
+
+    assert _section_config(["bon", "--config", "quick"]) == (["bon", "--config", "quick"], None)
+
+
+def test_built_wheel_ships_the_presets(tmp_path):
+    """The wheel (built offline by uv from the uv cache) carries configs/{quick,paper}.yaml as package data."""
+    import shutil
+    import zipfile
+
+    uv = [shutil.which("uv")] if shutil.which("uv") else [sys.executable, "-m", "uv"]
+    root = Path(__file__).parents[1]
+    r = subprocess.run([*uv, "build", str(root), "--wheel", "--out-dir", str(tmp_path), "--offline", "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and ("offline" in r.stderr.lower() or "no module named uv" in r.stderr.lower()):
+        pytest.skip(f"uv cannot build offline here: {r.stderr[-300:]}")
+    assert r.returncode == 0, r.stderr
+    (wheel,) = tmp_path.glob("iclr25_sharpening-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in PRESETS:
+        member = f"iclr25/sharpening/configs/{name}.yaml"
+        assert member in names
+        assert zipfile.ZipFile(wheel).read(member) == preset_path(name).read_bytes()
+
+
+def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_file, tmp_path, monkeypatch):
     out = tmp_path / "bon"
-    rc = main(["bon", "--config", str(CONFIGS / "quick.yaml"), *_common(tiny_model_dir, prompts_file, out),
+    monkeypatch.chdir(tmp_path)
+    rc = main(["bon", "--config", "quick", *_common(tiny_model_dir, prompts_file, out),
                "--n", "3", "--batch-size", "8"])
     assert rc == 0
     cfg = json.loads((out / "config.json").read_text())

@@ -57,6 +57,21 @@ def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
     m = json.loads((tmp_path / "full" / "metrics.json").read_text())
     assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
     assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
+    assert m["resumed_stages"] == []
+    # --resume: every finished stage is reloaded (numeric keys restored), the claims are the same numbers
+    again = reproduce(False, tmp_path / "full", settings=st, resume=True)
+    assert [(c.name, c.ours, c.baseline, c.holds) for c in again] == [(c.name, c.ours, c.baseline, c.holds)
+                                                                       for c in claims]
+    m2 = json.loads((tmp_path / "full" / "metrics.json").read_text())
+    assert m2["resumed_stages"] == ["seed0", "coverage", "xpo"]
+    assert m2["experiment_cpu_s"] >= 0.9 * m["experiment_cpu_s"]     # the reloaded stages' time is counted
+    # a torn stage file and one from other settings: a ValueError naming the file and the fix
+    stage = tmp_path / "full" / "stages" / "xpo.json"
+    stage.write_text(stage.read_text()[:50])
+    with pytest.raises(ValueError, match=r"xpo\.json: not a complete stage file.*delete it"):
+        reproduce(False, tmp_path / "full", settings=st, resume=True)
+    with pytest.raises(ValueError, match=r"seed0\.json was written by a reproduction with other settings"):
+        reproduce(False, tmp_path / "full", settings=replace(st, sft_n=2), resume=True)
 
 
 @pytest.mark.realdata
@@ -68,3 +83,41 @@ def test_realtext_check_reads_the_vbon_mirror(cache):
 
     texts = movie_snippets()
     assert len(texts) == 10662 and all(t for t in texts)
+
+
+def test_coverage_claim_with_a_censored_p_c_is_nan_and_writes(tmp_path):
+    """A p_c whose BoN never reaches 90% within the draws: scored N = 10 x draws (finite; inf cannot go in JSON)."""
+    import math
+
+    from iclr25.sharpening.reproduce import _coverage_claim
+
+    cov = {0.4: {"ccov": 2.5, "mode_is_correct": 1.0, "required_n": 5, "predicted_n": 5.8, "ratio": 5 / 5.8,
+                 "curve": {1: 0.4, 64: 1.0}},
+           0.1: {"ccov": 38.0, "mode_is_correct": 0.0, "required_n": None, "predicted_n": 87.6, "ratio": None,
+                 "curve": {1: 0.02, 64: 0.05}}}
+    c = _coverage_claim(cov)
+    assert c.ours == pytest.approx(math.log2(640 / 87.6)) and not c.holds and "never reached 90% within 64" in c.note
+    run_reproduction("sharpening", lambda quick, out_dir: [c], quick=False, out_dir=tmp_path, version="test")
+    assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["ours"] == pytest.approx(c.ours)
+    ok = _coverage_claim({0.4: cov[0.4]})
+    assert ok.holds and ok.ours == pytest.approx(abs(math.log2(5 / 5.8)))
+
+
+def test_xpo_claim_does_not_hold_when_xpo_never_sharpens(tmp_path):
+    """Both arms censored used to tie at 10x the budget and 'hold' at margin 0 (the full run's vacuous pass);
+    XPO that never reaches 90% now scores +inf (written as null) and never holds."""
+    from iclr25.sharpening.reproduce import _xpo_claim
+
+    def xr(off, xpo):
+        return {"beta": 0.25, "offline": {str(m): {"samples": m, "sharpened": f} for m, f in off},
+                "xpo": {0.0: {"best_j": 0.0, "curve": [(i, m, f) for i, (m, f) in enumerate(xpo)]}}}
+
+    never = _xpo_claim(xr([(32, 0.1), (64, 0.2)], [(32, 0.0), (64, 0.1)]))
+    assert not never.holds and never.baseline == 640.0 and "XPO never reached 90%" in never.note
+    run_reproduction("sharpening", lambda quick, out_dir: [never], quick=False, out_dir=tmp_path, version="test")
+    d = json.loads((tmp_path / "results.json").read_text())["claims"][0]
+    assert d["ours"] is None and d["holds"] is False
+    assert _xpo_claim(xr([(32, 0.1), (64, 0.2)], [(32, 0.5), (64, 0.95)])).holds  # offline censored, XPO reached
+    fewer = _xpo_claim(xr([(32, 0.5), (64, 0.95)], [(32, 0.95)]))
+    assert fewer.holds and (fewer.ours, fewer.baseline) == (32.0, 64.0)
+    assert not _xpo_claim(xr([(32, 0.95)], [(32, 0.5), (64, 0.95)])).holds

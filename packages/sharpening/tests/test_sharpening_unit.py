@@ -327,6 +327,15 @@ def test_rlhf_offline_and_xpo_run_and_report_identical_pairs(tiny_lm, tmp_path):
     # resume after the last iteration is a no-op continuation that keeps the data set
     y = rlhf_sharpen(model, tok, prompts, cfg, val_prompts=prompts[:3], out_dir=tmp_path / "x", resume=True)
     assert len(y.pairs) == 8
+    # a crash after an iteration's pairs were appended but before its checkpoint: resume drops those pairs
+    pf = tmp_path / "x" / "pairs.jsonl"
+    lines = pf.read_text().splitlines(keepends=True)
+    pf.write_text("".join(lines + lines[:3]))
+    z = rlhf_sharpen(model, tok, prompts, cfg, val_prompts=prompts[:3], out_dir=tmp_path / "x", resume=True)
+    assert len(z.pairs) == 8 and pf.read_text() == "".join(lines)
+    pf.write_text("".join(lines[:5]))                   # fewer pairs than the checkpoint saw: truncated
+    with pytest.raises(ValueError, match=r"pairs\.jsonl has 5 pairs but the checkpoint .* after 8.*truncated"):
+        rlhf_sharpen(model, tok, prompts, cfg, val_prompts=prompts[:3], out_dir=tmp_path / "x", resume=True)
 
 
 def test_lora_adapter_trains_saves_and_resumes(tiny_lm, tmp_path):

@@ -113,4 +113,4 @@ def test_local_deployment_superlink_three_supernodes(tmp_path):
         assert 0 < spent <= eps + 1e-9
     assert res["noise"] == {"0": "secure", "1": "secure", "2": "secure"}
     sched = json.loads((out_dir / "schedule.json").read_text())
-    assert [sched[k]["rho"] for k in ("0", "1", "2")] == [0.5, 0.75, 1.0]
+    assert [sched["clients"][k]["rho"] for k in ("0", "1", "2")] == [0.5, 0.75, 1.0] and sched["excluded"] == {}

@@ -1,5 +1,7 @@
 """reproduce(): claim names and verdicts computed from numbers; a tiny end-to-end run is `slow`."""
 
+import json
+
 import pytest
 
 from iclr25.ta_dpfl.reproduce import claims_from_results
@@ -42,8 +44,37 @@ def test_overspend_and_underuse_fail_the_privacy_claim():
 
 @pytest.mark.slow
 def test_reproduce_smoke(tmp_path):
-    from iclr25.ta_dpfl.reproduce import reproduce
+    from iclr25.ta_dpfl.reproduce import MAX_EXTEND, reproduce
 
     cl = reproduce(True, tmp_path, settings=("digits",), lr_grid=(1.0, 2.0), workers=1, perf=False)
     assert {c.name: c for c in cl}["privacy/no_overspend"].holds
-    assert (tmp_path / "summary.json").exists()
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    grid, chosen = summ["lr_grid_final"]["digits"], summ["lr_chosen"]["digits"]
+    assert set(chosen.values()) <= set(grid) and {1.0, 2.0} <= set(grid)
+    # the grid was extended while some method's best sat on its edge: none does now, or the cap was hit
+    assert all(grid[0] < v < grid[-1] for v in chosen.values()) or len(grid) == 2 + 2 * MAX_EXTEND
+
+
+def test_step_grid_is_extended_for_all_methods_while_a_best_value_sits_on_an_edge(monkeypatch, tmp_path):
+    """tune_step_sizes: validation accuracy peaks at lr=8 for one method only; every method gets 8 and 16."""
+    from iclr25.ta_dpfl import reproduce as rp
+
+    ran = []
+
+    def fake(specs, workers):
+        ran.extend((s.method, s.lr) for s in specs)
+        return [{"method": s.method, "lr": s.lr, "final_val_accuracy": -abs(s.lr - (8.0 if s.method == "ta" else 2.0)),
+                 "setting": "digits"} for s in specs]
+
+    monkeypatch.setattr(rp, "_run_all", fake)
+    tuned, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0, 4.0))
+    assert grid == [1.0, 2.0, 4.0, 8.0, 16.0]
+    for m in rp.TUNED:
+        assert sorted(lr for mm, lr in ran if mm == m) == grid
+    best = {m: rp._best([r for r in tuned if r["method"] == m])["lr"] for m in rp.TUNED}
+    assert best == {"dpfedavg": 2.0, "idp": 2.0, "ta": 8.0}
+    # an edge that stays best is extended at most MAX_EXTEND times
+    monkeypatch.setattr(rp, "_run_all", lambda specs, w: [{"method": s.method, "lr": s.lr, "setting": "digits",
+                                                          "final_val_accuracy": s.lr} for s in specs])
+    _, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0))
+    assert grid == [1.0, 2.0, 4.0, 8.0, 16.0]

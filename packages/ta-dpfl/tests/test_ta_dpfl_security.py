@@ -1,6 +1,9 @@
 """Secure noise: the server, holding everything it sends and receives, cannot replay a client's noise;
 client-owned budgets: missed rounds are tolerated and re-solved without overspending."""
 
+import json
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +14,7 @@ from iclr25.ta_dpfl.dp_sgd import build_model
 from iclr25.ta_dpfl.federation import run_inprocess
 from iclr25.ta_dpfl.noise import SecureRandom, SeededRandom, derive_insecure_seed, poisson_indices
 from iclr25.ta_dpfl.accounting import epsilon_spent
-from iclr25.ta_dpfl.schedule import make_schedule, rate_for_round
+from iclr25.ta_dpfl.schedule import BudgetInfeasibleError, make_schedule, rate_for_round
 
 
 def _round(node, public, sd):
@@ -96,3 +99,28 @@ def test_inprocess_federation_tolerates_a_missing_client(tmp_path):
     for e, b in zip(res["epsilon_spent"], res["epsilon_budget"]):
         assert 0.99 * b < e <= b + 1e-9
     assert res["noise"] == {"0": "secure", "1": "secure", "2": "secure"} and res["insecure_seed"] is False
+
+
+def test_client_failing_its_guard_is_excluded_not_fatal(tmp_path):
+    """A client whose budget cannot meet the q*m_n guard is reported and excluded; the rest train."""
+    # client 0 (eps=1) gets expected batches ~30 < 50, clients 1 and 2 (eps=4) ~160
+    spec = FederationSpec(method="idp", epsilons=[1.0, 4.0, 4.0], rhos=[1.0, 1.0, 1.0], rounds=2, local_steps=2,
+                          hidden=0, dataset="digits", min_expected_batch=50.0, out_dir=str(tmp_path), progress=False)
+    res = run_inprocess(spec)
+    assert res["clients"] == ["1", "2"] and list(res["excluded"]) == ["0"]
+    assert "BudgetInfeasibleError" in res["excluded"]["0"] and "Smallest feasible sigma" in res["excluded"]["0"]
+    assert len(res["accuracy_per_round"]) == 2 and res["missed_rounds"] == {}
+    for e, b in zip(res["epsilon_spent"], res["epsilon_budget"]):
+        assert b == 4.0 and 0.99 * b < e <= b + 1e-9
+    assert any("excluded" in w for w in res["warnings"])
+    assert json.loads((tmp_path / "schedule.json").read_text())["excluded"] == res["excluded"]
+    # the server's own check excludes too (a client that reported although its budget fails the guard)
+    from iclr25.ta_dpfl.federation import ServerState
+
+    st = ServerState(replace(spec, out_dir=str(tmp_path / "server")))
+    rep = {"num-examples": 432, "delta": 1e-5, "saving-factor": 1.0}
+    assert list(st.register({"0": {**rep, "epsilon": 1.0}, "1": {**rep, "epsilon": 4.0}})) == ["1"]
+    assert list(st.excluded) == ["0"]
+    # nobody can take part: an error before any training
+    with pytest.raises(BudgetInfeasibleError, match="no client can take part"):
+        run_inprocess(replace(spec, epsilons=[1.0, 1.0, 1.0], out_dir=str(tmp_path / "none")))

@@ -76,6 +76,10 @@ def test_trainer_refuses_zero3_and_fsdp2():
         check_sharding(fsdp(2))
     for ok in (ds(2), fsdp(1), SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, state=None)):
         check_sharding(ok)
+    accum = SimpleNamespace(distributed_type=DistributedType.DEEPSPEED, gradient_accumulation_steps=4,
+                            state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=2)))
+    with pytest.raises(ValueError, match="gradient_accumulation_steps is 4.*set gradient_accumulation_steps: 1"):
+        check_sharding(accum)
 
 
 def test_readme_launch_commands_name_the_shipped_files():

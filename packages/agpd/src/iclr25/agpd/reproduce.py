@@ -1,13 +1,14 @@
 """CPU-scale reproduction of AGPD's claims (registered under the ``iclr25.methods`` entry point).
 
 Quick mode: scikit-learn digits, the small Preact CNN, 15 epochs, BadNets + Blended (10 %
-poisoning, target 0) + a clean control. Full mode: the mirrored CIFAR-10 subset, 30 epochs with
-crop/flip augmentation. Claims (paper Table 1 and Section 4.2; spec "CPU-scale reproduction"):
+poisoning, target 0) + a clean control. Full mode: the mirrored CIFAR-10 subset, 6 epochs without
+augmentation (sized to the CPU budget; see ``SETTINGS``). Claims (paper Table 1 and Section 4.2; spec "CPU-scale reproduction"):
 
 - ``<attack>/target_identified``: AGPD (paper variant) names exactly the true target class (1/0).
 - ``<attack>/tpr_agpd_vs_spectral``, ``<attack>/tpr_agpd_vs_ac``: AGPD's TPR beats the baseline's
   by at least one percentage point.
-- ``<attack>/fpr_agpd``: AGPD's FPR is at most 2 % and below Spectral Signatures'.
+- ``<attack>/fpr_agpd``: AGPD's FPR is at most 2 % and below Spectral Signatures' (read only when
+  AGPD's TPR is at least 50 % in every seed).
 - ``<attack>/f1_agpd``: AGPD's F1 is at least 90 %.
 - ``clean/no_target_class``: on a model trained without poisoning no class is declared a target.
 
@@ -34,9 +35,14 @@ log = logging.getLogger("iclr25.agpd")
 
 SETTINGS = {
     True: dict(data="digits", epochs=15, model="small", augment=False),
-    False: dict(data="cifar10-subset", epochs=30, model="small", augment=True),
+    # Full: sized to the time budget (the spec's 30 epochs with crop + flip cost ~85 CPU-s per epoch per
+    # model with one thread, ~2.3 h per seed; 12 epochs with crop + flip did not learn the backdoor).
+    False: dict(data="cifar10-subset", epochs=6, model="small", augment=False),
 }
 ATTACKS = ("badnets", "blended")
+#: An FPR claim is read only when AGPD found at least this share (%) of the poisoned samples in every seed:
+#: a detector that flags a handful of samples has a low FPR without detecting anything.
+MIN_TPR_FOR_FPR = 50.0
 PAPER = {"badnets": "TPR 90.06 / FPR 0.03 / F1 94.65; Spectral TPR 16.76 / FPR 1.30",
          "blended": "TPR 99.98 / FPR 0.02 / F1 99.88",
          "avg": "average over 12 attacks: TPR 96.66 / FPR 0.17 / F1 97.44"}
@@ -73,7 +79,8 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
     Values are means over seeds; notes give mean ± sd, per-seed values and, for margin claims, the
     paired gap and whether it exceeds its seed spread. ``target_identified`` is the fraction of
     seeds where exactly the true target was named (threshold 1: every seed). An FPR claim is only
-    meaningful when the detector found something: with TPR = 0 its value is NaN (not holding).
+    meaningful when the detector found most of the poison: with TPR < ``MIN_TPR_FOR_FPR`` (50 %) in
+    any seed its value is NaN (not holding).
     """
     runs = [runs] if isinstance(runs, dict) else list(runs)
     n = len(runs)
@@ -99,11 +106,13 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                     f"{_ms([_pct(p['given_target']['FPR']) for p in P])}")
         tpr = [_pct(p["TPR"]) for p in P]
         fpr = [_pct(p["FPR"]) for p in P]
-        fpr_ours = _mean(fpr) if min(tpr) > 0 else float("nan")
+        found = min(tpr) >= MIN_TPR_FOR_FPR
+        fpr_ours = _mean(fpr) if found else float("nan")
         fpr_note = ("baseline = Spectral Signatures' FPR; " + (
-            f"per seed {[round(f, 3) for f in fpr]}" if min(tpr) > 0 else
-            f"not meaningful: AGPD's TPR is 0 in {sum(t == 0 for t in tpr)}/{n} seed(s) (it flagged no poisoned "
-            f"sample), so a low FPR ({_ms(fpr)} %) shows only that it flagged little"))
+            f"per seed {[round(f, 3) for f in fpr]}" if found else
+            f"not meaningful: AGPD's TPR is below {MIN_TPR_FOR_FPR:.0f} % in "
+            f"{sum(t < MIN_TPR_FOR_FPR for t in tpr)}/{n} seed(s) (TPR per seed {[round(t, 2) for t in tpr]}: it "
+            f"found little of the poison), so a low FPR ({_ms(fpr)} %) shows only that it flagged little"))
         claims += [
             Claim(f"{a}/asr_before_detection", "attack success rate of the poisoned model (%)",
                   _mean([_pct(e["asr"]) for e in E]), threshold=80.0, paper="spec: ASR >= 80 % before detection",
@@ -127,7 +136,7 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
             Claim(f"{a}/tpr_agpd_vs_ac", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in AC]),
                   margin=1.0, paper="AC CIFAR-10 average TPR 6.57", note=_gap_note(tpr, [_pct(x["TPR"]) for x in AC])
                   + f"; Activation Clustering FPR {_ms([_pct(x['FPR']) for x in AC])}"),
-            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR > 0)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
+            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR >= 50 %)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
                   threshold=2.0, higher_is_better=False, paper=PAPER[a], note=fpr_note),
             Claim(f"{a}/f1_agpd", "F1 (%)", _mean([_pct(p["F1"]) for p in P]), threshold=90.0, paper=PAPER[a],
                   note=f"per seed {[round(_pct(p['F1']), 2) for p in P]}"),
@@ -183,7 +192,9 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
               quiet: bool = False) -> list[Claim]:
     """Run BadNets, Blended and the clean control end to end for every seed; return the claims.
     Writes ``experiments.json`` (every number, all detector settings, per-layer rho and z, per seed)
-    and ``experiments.md``. Trained models are cached in ``checkpoints/`` (a rerun resumes).
+    and ``experiments.md``. Trained models are checkpointed every epoch in ``checkpoints/`` and each
+    finished experiment (seed x attack) is saved in ``experiments/``: a rerun into the same folder
+    resumes training mid-model and skips finished experiments (reused only with the same settings).
 
     Args:
         quick: digits (quick) or the CIFAR-10 subset (full).
@@ -207,9 +218,21 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
             exps: dict[str, dict] = {}
             for a in (*ATTACKS, "clean"):
                 log.info("agpd reproduce: %s on %s, seed %d", a, data.name, seed)
-                ck = out / "checkpoints" / (f"{a}.pt" if seed == 0 else f"{a}-seed{seed}.pt")
+                stem = a if seed == 0 else f"{a}-seed{seed}"
+                ck = out / "checkpoints" / f"{stem}.pt"
+                done = out / "experiments" / f"{stem}.json"  # finished (train + detect) experiment: reused
+                if done.is_file():
+                    rec = json.loads(done.read_text())
+                    if rec.get("settings") == s:
+                        exps[a] = rec["result"]
+                        log.info("agpd reproduce: reusing %s", done)
+                        continue
                 exps[a] = run_experiment(data, a, epochs=s["epochs"], model=s["model"], augment=s["augment"],
                                          seed=seed, checkpoint=ck, resume=True)
+                done.parent.mkdir(parents=True, exist_ok=True)
+                tmp = done.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"settings": s, "result": exps[a]}, default=float) + "\n")
+                tmp.replace(done)
             runs.append(exps)
     (out / "experiments.json").write_text(json.dumps({"seeds": list(seeds), "runs": runs}, indent=1, default=float) + "\n")
     (out / "experiments.md").write_text("\n".join(f"## seed {sd}\n\n" + _markdown(r) for sd, r in zip(seeds, runs)))

@@ -39,7 +39,8 @@ _CLAIM_FIELDS = (
 
 
 def _finite(x: float | None) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
+    """Not None, NaN or ±inf (a censored or diverged measurement never supports a claim)."""
+    return x is not None and math.isfinite(x)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class Claim:
 
         With a baseline: ``ours - baseline >= margin`` (or ``baseline - ours >= margin`` when
         lower is better). With a threshold: ``ours >= threshold`` (``<=`` when lower is better).
-        Both must pass when both are given. A NaN anywhere means the claim does not hold.
+        Both must pass when both are given. A NaN or ±inf anywhere means the claim does not
+        hold (JSON cannot store either; ``to_dict`` writes ``None``, so the JSON recomputes the same).
         The comparisons are exact floating-point ones, with no tolerance, so that anyone
         recomputing ``holds`` from the JSON numbers gets the same answer.
         """
@@ -115,7 +117,7 @@ class Claim:
         return bool(ok)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: the fields above plus the computed ``holds``. NaN becomes ``None``."""
+        """JSON-ready dict: the fields above plus the computed ``holds``. NaN and ±inf become ``None``."""
         d = {k: getattr(self, k) for k in _CLAIM_FIELDS}
         for k in ("ours", "baseline", "threshold"):
             if d[k] is not None and not _finite(d[k]):
@@ -133,6 +135,9 @@ class Claim:
         kw = {k: d[k] for k in _CLAIM_FIELDS if k in d}
         if kw.get("ours") is None:
             kw["ours"] = float("nan")
+        if kw.get("baseline") is None and kw.get("threshold") is None:
+            # a valid claim has one of them: a null here was a NaN/inf baseline written as null
+            kw["baseline"] = float("nan")
         c = cls(**kw)
         if "holds" in d and bool(d["holds"]) != c.holds:
             raise ValueError(
@@ -145,7 +150,7 @@ def _fmt(x: float | None) -> str:
     if x is None:
         return ""
     if not _finite(x):
-        return "nan"
+        return str(float(x))  # "nan", "inf", "-inf"
     if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
         return f"{x:.3g}"
     return f"{x:.4g}"

@@ -289,4 +289,7 @@ class ReproduceConfig(ReproduceOptions):
 
     data: Literal["sst2", "agnews"] = "sst2"
     """Data set of the reproduction (sst2: the spec's; agnews: 4 classes, target Sports)."""
+    resume: bool = False
+    """Continue an unfinished run into --out with the same settings: reuse its models and every finished
+    per-seed arm / stage (out/checkpoint/seed<s>.json); the numbers equal an uninterrupted run's."""
 

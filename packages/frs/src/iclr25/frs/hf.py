@@ -1,8 +1,9 @@
 """Hugging Face models behind the FRS interface (extras ``[hf]`` and ``[minilm]``).
 
 * :class:`HFClassifier` — any ``AutoModelForSequenceClassification`` (BERT, RoBERTa, Llama, ...):
-  a local ``save_pretrained`` folder or a hub id (offline: only the local cache; a missing id is a
-  :class:`~iclr25.core.lm.loading.ModelNotFoundError` saying no download was attempted), dtype and
+  a local ``save_pretrained`` folder or a hub id (offline first: the local cache; a missing id is a
+  :class:`~iclr25.core.lm.loading.ModelNotFoundError` saying no download was attempted, unless
+  ``allow_download=True`` and the hub is not switched off), dtype and
   ``device_map="auto"`` for big models. BMPS perturbs the last H blocks of the transformer stack
   plus everything above it (final norm, pooler, head); copies are written into the model in place
   (one model + K deltas, restored exactly).
@@ -141,12 +142,17 @@ def _mask_token(tok) -> str:
 
 def load_hf_sequence_classifier(name_or_path: str, *, num_labels: int | None = None, dtype: str = "auto",
                                 device: str = "cpu", device_map: str | None = None,
-                                trust_remote_code: bool = False):
+                                trust_remote_code: bool = False, allow_download: bool = False,
+                                cache_dir: str | None = None):
     """``(model, tokenizer)``: ``AutoModelForSequenceClassification`` from a folder or hub id.
+
+    A hub id is looked up offline first, in the local Hugging Face cache (``cache_dir`` or the default
+    ``HF_HOME`` cache); nothing is downloaded unless ``allow_download`` is true and the hub is not
+    switched off (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``).
 
     Raises:
         ModelNotFoundError: a missing folder / a folder without ``config.json`` / an id not in the
-            local cache while offline (no download attempted).
+            local cache (no download attempted unless ``allow_download``).
         ImportError: transformers (``[hf]``) or, with ``device_map``, accelerate missing.
     """
     _require("hf", "transformers")
@@ -162,23 +168,36 @@ def load_hf_sequence_classifier(name_or_path: str, *, num_labels: int | None = N
         if not (p.is_dir() and (p / "config.json").is_file()):
             raise ModelNotFoundError(f"model {name_or_path!r}: not a Hugging Face model folder (no config.json); "
                                      "save one with model.save_pretrained(folder)")
-        src, local = str(p), True
+        src, is_folder = str(p), True
     elif str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
         raise ModelNotFoundError(f"model {name_or_path!r}: no such folder")
     else:
-        src, local = str(name_or_path), hub_offline()
-    kw = {"local_files_only": local, "trust_remote_code": trust_remote_code}
+        src, is_folder = str(name_or_path), False
+    kw = {"local_files_only": True, "trust_remote_code": trust_remote_code}
+    if cache_dir is not None:
+        kw["cache_dir"] = str(cache_dir)
     try:
-        cfg = AutoConfig.from_pretrained(src, **kw)
+        cfg = AutoConfig.from_pretrained(src, **kw)  # offline first: a folder or the local cache
     except (OSError, ValueError) as e:
-        if local and not p.exists():
+        if is_folder:
+            raise ModelNotFoundError(f"model {src!r} could not be loaded: {e}") from None
+        if not allow_download or hub_offline():
+            why = ("the hub is offline (HF_HUB_OFFLINE=1)" if hub_offline()
+                   else "downloads are off by default (allow_download=False)")
             raise ModelNotFoundError(
-                f"model {src!r} is not a local folder and is not in the Hugging Face cache; the hub is offline "
-                "(HF_HUB_OFFLINE=1), so no download was attempted. Download it first or pass a local folder.") from None
-        raise ModelNotFoundError(f"model {src!r} could not be loaded: {e}") from None
+                f"model {src!r} is not a local folder and is not in the Hugging Face cache"
+                f"{f' {cache_dir}' if cache_dir else ''}; {why}, so no download was attempted. Download it first "
+                f"(`hf download {src}`), pass a local folder, or call with allow_download=True.") from None
+        kw["local_files_only"] = False
+        try:
+            cfg = AutoConfig.from_pretrained(src, **kw)
+        except (OSError, ValueError) as e2:
+            raise ModelNotFoundError(f"model {src!r} could not be downloaded: {e2}") from None
     if num_labels is not None:
         cfg.num_labels = int(num_labels)
     mkw = dict(kw, config=cfg, dtype=resolve_dtype(dtype))
+    # transformers' PEFT-adapter lookup (peft installed) ignores local_files_only unless given here
+    mkw["adapter_kwargs"] = {k: kw[k] for k in ("local_files_only", "cache_dir") if k in kw}
     if device_map is not None:
         _require("hf", "accelerate")
         mkw["device_map"] = device_map
@@ -226,11 +245,14 @@ class HFClassifier(_TokenMixin, TorchTextClassifier):
     @classmethod
     def from_pretrained(cls, name_or_path: str, *, num_labels: int | None = None, dtype: str = "auto",
                         device: str = "cpu", device_map: str | None = None, token_unit: str | None = None,
-                        max_length: int = 256, batch_size: int = 32, trust_remote_code: bool = False) -> HFClassifier:
-        """Load from a folder or hub id (see :func:`load_hf_sequence_classifier`); a folder written by
-        :meth:`save` also restores ``token_unit``, the mask token and the label names."""
+                        max_length: int = 256, batch_size: int = 32, trust_remote_code: bool = False,
+                        allow_download: bool = False, cache_dir: str | None = None) -> HFClassifier:
+        """Load from a folder or hub id (see :func:`load_hf_sequence_classifier`: offline first, no
+        download unless ``allow_download``); a folder written by :meth:`save` also restores
+        ``token_unit``, the mask token and the label names."""
         model, tok = load_hf_sequence_classifier(name_or_path, num_labels=num_labels, dtype=dtype, device=device,
-                                                 device_map=device_map, trust_remote_code=trust_remote_code)
+                                                 device_map=device_map, trust_remote_code=trust_remote_code,
+                                                 allow_download=allow_download, cache_dir=cache_dir)
         extra = {}
         meta = Path(str(name_or_path)) / "frs.json"
         if meta.is_file():

@@ -64,7 +64,7 @@ def _fmt(m: float, s: float, d: int = 1) -> str:
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: list[int] | None = None, device: str = "auto",
-              data: str = "sst2") -> list[Claim]:
+              data: str = "sst2", resume: bool = False) -> list[Claim]:
     """Run the reproduction; return the seven claims of :data:`CLAIM_NAMES`.
 
     Args:
@@ -74,15 +74,24 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: list[int] | None = None, dev
         seeds: seeds of the smoothing randomness (default: the preset's); the models are the same.
         device: ``auto``, ``cpu``, ``cuda``...
         data: ``sst2`` (the spec's setting) or ``agnews`` (4 classes; target class ``Sports``).
+        resume: continue an earlier run into ``out_dir`` with the same preset and data: reuse its
+            models (``models/``) and every finished per-seed stage (``checkpoint/seed<s>.json``: one
+            entry per arm, the empirical radii and the hit-rate sensitivity, written as each finishes).
+            The smoothing randomness of each stage depends only on its seed, so a resumed run gives the
+            numbers an uninterrupted one would.
+
+    Raises:
+        ValueError: ``out_dir`` holds an unfinished run and ``resume`` is false (pass ``--resume`` or
+            choose another ``--out``); ``resume`` with a checkpoint of other settings.
     """
     from iclr25.core.threads import limited_threads
 
     threads = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     with limited_threads(threads):
-        return _run(quick, Path(out_dir), seeds, device, data)
+        return _run(quick, Path(out_dir), seeds, device, data, resume)
 
 
-def _run(quick: bool, out: Path, seeds, device: str, data: str) -> list[Claim]:
+def _run(quick: bool, out: Path, seeds, device: str, data: str, resume: bool = False) -> list[Claim]:
     import torch
 
     from iclr25.core.progress import progress
@@ -101,6 +110,7 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str) -> list[Claim]:
     dev = choose_device(device)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    ck = _Checkpoint(out, p, quick, resume)
     tr, te = load_dataset(data, "train"), load_dataset(data, "test")
     lower = data == "agnews"
     tok_tr, tok_te = tokenize(tr.texts, lowercase=lower), tokenize(te.texts, lowercase=lower)
@@ -121,26 +131,39 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str) -> list[Claim]:
                                      label_names=tr.label_names, device=dev, lowercase=lower)
 
     bar = progress(total=6 + 5 * len(seeds), desc="frs reproduce", unit="stage")
-    att_kw = dict(epochs=p["attack_epochs"], lr=p["attack_lr"], batch_size=p["attack_batch"], clip_norm=p["clip_norm"],
-                  mask_rate=p["attack_mask_rate"], seed=0, quiet=True)
-    backdoored = new_model()
-    train_classifier(backdoored, px, py, desc="attack", **att_kw)
-    backdoored.save(out / "models" / "backdoored")
-    bar.update()
-    clean_pre = new_model()
-    train_classifier(clean_pre, at_x, at_y, desc="clean pre-train", **att_kw)
-    bar.update()
-    bcfg = BMPSConfig(top_layers=p["top_layers"], sigma=p["sigma"], clip_norm=p["clip_norm"], lr=p["ft_lr"],
-                      epochs=p["ft_epochs"], batch_size=p["ft_batch"], num_copies=p["k"], seed=0)
-    frs_model = TinyClassifier.load(out / "models" / "backdoored", device=dev)
-    bmps_finetune(frs_model, ft_x, ft_y, bcfg, quiet=True)
-    frs_model.save(out / "models" / "bmps")
-    bar.update()
-    s0_model = TinyClassifier.load(out / "models" / "backdoored", device=dev)
-    bmps_finetune(s0_model, ft_x, ft_y, BMPSConfig(**{**bcfg.__dict__, "sigma": 0.0}), quiet=True)
-    bar.update()
-    bmps_finetune(clean_pre, ft_x, ft_y, bcfg, quiet=True)
-    bar.update()
+    names = ("backdoored", "bmps", "sigma0", "clean_only")
+    setup = ck.load_setup(names)
+    if setup is not None:
+        log.info("--resume: reusing the models in %s and the setup numbers of %s", out / "models", ck.dir / "setup.json")
+        backdoored, frs_model, s0_model, clean_pre = (TinyClassifier.load(out / "models" / n, device=dev) for n in names)
+        bar.update(5)
+    else:
+        t_setup = time.perf_counter()
+        att_kw = dict(epochs=p["attack_epochs"], lr=p["attack_lr"], batch_size=p["attack_batch"],
+                      clip_norm=p["clip_norm"], mask_rate=p["attack_mask_rate"], seed=0, quiet=True)
+        backdoored = new_model()
+        train_classifier(backdoored, px, py, desc="attack", **att_kw)
+        backdoored.save(out / "models" / "backdoored")
+        bar.update()
+        clean_pre = new_model()
+        train_classifier(clean_pre, at_x, at_y, desc="clean pre-train", **att_kw)
+        bar.update()
+        bcfg = BMPSConfig(top_layers=p["top_layers"], sigma=p["sigma"], clip_norm=p["clip_norm"], lr=p["ft_lr"],
+                          epochs=p["ft_epochs"], batch_size=p["ft_batch"], num_copies=p["k"], seed=0)
+        frs_model = TinyClassifier.load(out / "models" / "backdoored", device=dev)
+        bmps_finetune(frs_model, ft_x, ft_y, bcfg, quiet=True)
+        frs_model.save(out / "models" / "bmps")
+        bar.update()
+        s0_model = TinyClassifier.load(out / "models" / "backdoored", device=dev)
+        bmps_finetune(s0_model, ft_x, ft_y, BMPSConfig(**{**bcfg.__dict__, "sigma": 0.0}), quiet=True)
+        s0_model.save(out / "models" / "sigma0")
+        bar.update()
+        bmps_finetune(clean_pre, ft_x, ft_y, bcfg, quiet=True)
+        clean_pre.save(out / "models" / "clean_only")
+        bar.update()
+        # evaluate with the saved weights, as a resumed run does
+        backdoored, frs_model, s0_model, clean_pre = (TinyClassifier.load(out / "models" / n, device=dev) for n in names)
+        setup = {"train_seconds": time.perf_counter() - t_setup}
     for m in (frs_model, s0_model, clean_pre, backdoored):
         m.batch_size = 1024
     # test sets: same texts, triggers and positions for every arm and seed
@@ -153,63 +176,168 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str) -> list[Claim]:
     ex, ey = [cx[i] for i in emp_idx], [cy[i] for i in emp_idx]
     pool = [t for t in vocab.itos[len(Vocab.specials):] if t != p["trigger"]]
     # seed-independent mechanism numbers: single-token occlusion, backdoor before / after fine-tuning
-    occl = _occlusion_rate(frs_model, tx, spans, kl_divergence)
-    pre = {"backdoored": _plain(backdoored, cx, cy, tx, ty, p["target"]),
-           "bmps_finetuned": _plain(frs_model, cx, cy, tx, ty, p["target"]),
-           "sigma0_finetuned": _plain(s0_model, cx, cy, tx, ty, p["target"]),
-           "clean_only": _plain(clean_pre, cx, cy, tx, ty, p["target"])}
+    if "occlusion_rate" not in setup:
+        setup["occlusion_rate"] = _occlusion_rate(frs_model, tx, spans, kl_divergence)
+        setup["single_models"] = {"backdoored": _plain(backdoored, cx, cy, tx, ty, p["target"]),
+                                  "bmps_finetuned": _plain(frs_model, cx, cy, tx, ty, p["target"]),
+                                  "sigma0_finetuned": _plain(s0_model, cx, cy, tx, ty, p["target"]),
+                                  "clean_only": _plain(clean_pre, cx, cy, tx, ty, p["target"])}
+        setup = ck.save_setup(setup)
+    occl, pre = setup["occlusion_rate"], setup["single_models"]
     bar.update()
     smooth_kw = dict(w_high=p["w_high"], w_mid=p["w_mid"], n_random=p["n_random"], iterations=p["iterations"],
                      max_span=p["max_span"], c=p["c"], alpha=p["alpha"])
     per_seed: list[dict] = []
-    (out / "texts").mkdir(exist_ok=True)
     for s in seeds:
+        res = ck.load_seed(s)
+        t_seed = time.perf_counter()
         copies = sample_parameter_copies(frs_model, k=p["k"], sigma=p["sigma"], top_layers=p["top_layers"], seed=s)
-        res: dict = {"seed": s}
         for arm in ARM_ORDER:
+            if arm in res:
+                log.info("--resume: seed %d %s from %s", s, arm, ck.seed_path(s))
+                continue
             bar.set_postfix_str(f"seed {s}: {arm}")
+            t_arm = time.perf_counter()
             model = s0_model if arm == "ftr-only" else frs_model
             clf = make_arm(arm, model, copies, seed=s, **smooth_kw)
             m, recs = evaluate_arm(clf, cx, cy, tx, ty, spans, target=p["target"], alpha=p["alpha"])
-            with open(out / "texts" / f"seed{s}_{arm}.jsonl", "w", encoding="utf-8") as f:
-                for r in recs:
-                    f.write(json.dumps(r) + "\n")
+            _write_jsonl(out / "texts" / f"seed{s}_{arm}.jsonl", recs)
             if arm == "frs":
                 m["random_segment_hit_rate"] = random_segment_hit_rate(
                     [r["segment"][1] - r["segment"][0] for r in recs if r["set"] == "triggered"],
                     [r["length"] for r in recs if r["set"] == "triggered"], spans)
+            m["seconds"] = time.perf_counter() - t_arm
             res[arm] = m
-            log.info("seed %d %s: CA %.1f ASR %.1f", s, arm, m["CA"], m["ASR"])
+            res = ck.save_seed(s, res)
+            log.info("seed %d %s: CA %.1f ASR %.1f (%.0f s)", s, arm, m["CA"], m["ASR"], m["seconds"])
         bar.update(3)
-        for arm in ("uniform", "frs"):
-            bar.set_postfix_str(f"seed {s}: empirical radius {arm}")
-            clf = make_arm(arm, frs_model, copies, seed=s, **smooth_kw)
-            from .certification import empirical_radius
+        from .certification import empirical_radius
 
+        for arm in ("uniform", "frs"):
+            if "empirical_radius" in res[arm]:
+                continue
+            bar.set_postfix_str(f"seed {s}: empirical radius {arm}")
+            t_arm = time.perf_counter()
+            clf = make_arm(arm, frs_model, copies, seed=s, **smooth_kw)
             r = empirical_radius(clf, ex, ey, pool=pool, num_samples=p["empirical_samples"], seed=s)
             res[arm]["empirical_radius"] = float(np.mean(r)) if len(r) else float("nan")
             res[arm]["empirical_radius_max"] = float(np.max(r)) if len(r) else float("nan")
+            res[arm]["empirical_seconds"] = time.perf_counter() - t_arm
+            res = ck.save_seed(s, res)
+            log.info("seed %d %s: empirical radius %.3f (%.0f s)", s, arm, res[arm]["empirical_radius"],
+                     res[arm]["empirical_seconds"])
         bar.update()
         # hit-rate sensitivity of the MCTS design (same model, texts and seed)
         for name, kw in (("hit_rate_c_sqrt2", dict(c=math.sqrt(2))), ("hit_rate_all_operators", dict(operators=OPERATORS))):
+            if name in res["frs"]:
+                continue
             fz = MCTSFuzzer(frs_model.predict_proba, max_span=p["max_span"], iterations=p["iterations"],
                             seed=s, mask_token=frs_model.mask_token, **{"c": p["c"], **kw})
             res["frs"][name] = trigger_hit_rate([seg for seg, _ in fz.search_many(tx)], spans)
+            res = ck.save_seed(s, res)
         bar.update()
+        log.info("seed %d done (%.0f s in this invocation)", s, time.perf_counter() - t_seed)
         per_seed.append(res)
     bar.close()
     seconds = time.perf_counter() - t0
     agg = _aggregate(per_seed)
     warns = sorted({w for r in per_seed for arm in ARM_ORDER for w in r[arm]["warnings"]})
+    stage_seconds = setup.get("train_seconds", 0.0) + sum(
+        r[a].get(k, 0.0) for r in per_seed for a in ARM_ORDER for k in ("seconds", "empirical_seconds"))
     meta = {"preset": {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()}, "quick": quick,
-            "seeds": seeds, "device": dev, "seconds": seconds, "max_len": max_len, "vocab_size": len(vocab),
+            "seeds": seeds, "device": dev, "seconds": seconds, "resumed": ck.resumed,
+            "stage_seconds_all_invocations": stage_seconds, "max_len": max_len, "vocab_size": len(vocab),
             "poisoned": int(len(pidx)), "attack_finetune_overlap": overlap, "occlusion_rate": occl,
             "single_models": pre, "aggregate": agg, "per_seed": per_seed, "warnings": warns,
             "truncated_texts": int(frs_model.truncated),
             "torch_threads": torch.get_num_threads()}
     (out / "metrics.json").write_text(json.dumps(meta, indent=2, default=float))
     (out / "arms.md").write_text(_arms_table(agg, seeds, p))
+    ck.finish()
     return _claims(agg, pre, occl, p, seeds, warns)
+
+
+def _write_jsonl(path: Path, recs: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    os.replace(tmp, path)
+
+
+def _atomic_json(path: Path, obj) -> dict:
+    """Write ``obj`` as JSON atomically (tmp + fsync + rename); return its JSON round trip, which is
+    what a resumed run reads, so that a fresh and a resumed run compute from identical values."""
+    text = json.dumps(obj, indent=1, default=float)
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return json.loads(text)
+
+
+class _Checkpoint:
+    """``out/checkpoint/``: ``state.json`` (settings, finished flag), ``setup.json`` (single-model numbers,
+    with the models in ``out/models/``) and ``seed<s>.json`` (one entry per finished arm / stage)."""
+
+    def __init__(self, out: Path, preset: dict, quick: bool, resume: bool):
+        from ._version import __version__
+
+        self.dir = out / "checkpoint"
+        key = {k: (list(v) if isinstance(v, tuple) else v) for k, v in preset.items() if k != "seeds"}
+        state_path = self.dir / "state.json"
+        old = json.loads(state_path.read_text()) if state_path.is_file() else None
+        self.resumed = False
+        if old is not None and resume:
+            if old.get("preset") != key:
+                diff = sorted(k for k in set(key) | set(old.get("preset", {}))
+                              if key.get(k) != old.get("preset", {}).get(k))
+                raise ValueError(f"--resume: the checkpoint in {self.dir} was made with other settings "
+                                 f"(differs in {', '.join(diff)}); choose another --out or drop --resume")
+            if old.get("version") != __version__:
+                log.warning("--resume: checkpoint written by iclr25-frs %s, this is %s", old.get("version"), __version__)
+            self.resumed = True
+        elif old is not None and not old.get("finished"):
+            raise ValueError(f"{out} holds an unfinished reproduction ({self.dir}); pass --resume to continue it, "
+                             "or choose another --out")
+        elif resume:
+            log.warning("--resume: no checkpoint in %s; starting a new run", self.dir)
+        if not self.resumed and self.dir.is_dir():
+            for f in self.dir.glob("*.json"):
+                f.unlink()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state = {"preset": key, "quick": quick, "version": __version__, "finished": False}
+        _atomic_json(state_path, self.state)
+
+    def load_setup(self, model_names) -> dict | None:
+        path = self.dir / "setup.json"
+        if not (self.resumed and path.is_file()):
+            return None
+        out = self.dir.parent / "models"
+        if not all((out / n / "model.safetensors").is_file() for n in model_names):
+            return None
+        return json.loads(path.read_text())
+
+    def save_setup(self, setup: dict) -> dict:
+        return _atomic_json(self.dir / "setup.json", setup)
+
+    def seed_path(self, s: int) -> Path:
+        return self.dir / f"seed{s}.json"
+
+    def load_seed(self, s: int) -> dict:
+        path = self.seed_path(s)
+        if self.resumed and path.is_file():
+            return json.loads(path.read_text())
+        return {"seed": s}
+
+    def save_seed(self, s: int, res: dict) -> dict:
+        return _atomic_json(self.seed_path(s), res)
+
+    def finish(self) -> None:
+        _atomic_json(self.dir / "state.json", {**self.state, "finished": True})
 
 
 def _plain(model, cx, cy, tx, ty, target) -> dict:

@@ -34,7 +34,7 @@ _LAZY = {
     "FrozenTensorError": "lora", "set_trainable": "lora",
     # training
     "TrainArgs": "training", "TrainResult": "training", "train_knowledge_adapter": "training",
-    "train_skill_adapter": "training", "adapter_groups": "training", "completion_loss": "training",
+    "train_skill_adapter": "training", "adapter_groups": "training", "completion_loss": "training", "merged_knowledge_weights": "training",
     "KNOWLEDGE_ARGS_TINY": "training", "SKILL_ARGS_TINY": "training",
     # evaluation
     "qa_accuracy": "evaluation", "em_match": "evaluation", "normalize_answer": "evaluation",

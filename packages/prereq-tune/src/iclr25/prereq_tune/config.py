@@ -226,3 +226,5 @@ class PrereqReproduceConfig(ReproduceOptions):
 
     cache: Path | None = None
     """M0 cache root (default: the user cache)."""
+    resume: bool = False
+    """Reuse the seeds an earlier run into --out finished with the same settings (out/seeds/*.json)."""

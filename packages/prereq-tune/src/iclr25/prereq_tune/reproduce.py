@@ -104,7 +104,8 @@ def _know_name(form: str, v: int) -> str:
 
 
 def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache: str | None = None,
-             device: str = "cpu", quiet: bool = True, threads: int | None = 1) -> dict[str, Any]:
+             device: str = "cpu", quiet: bool = True, threads: int | None = 1,
+             partial: str | Path | None = None) -> dict[str, Any]:
     """Run every method on one world and seed; returns all measured numbers (JSON-ready).
 
     Args:
@@ -115,6 +116,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         device: torch device.
         quiet: no progress bars.
         threads: torch threads in this process.
+        partial: if given, the numbers measured so far are written there (JSON) after M0 and after
+            every stage, and a one-line summary is logged, so an interrupted seed still shows what it
+            measured (marked ``"partial": true``; the finished seed's checkpoint replaces it).
     """
     import torch
 
@@ -144,8 +148,26 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     out["m0"]["completion_real_train"] = completion_accuracy(m0, tok, statement_prompts(world, "real_train"))
     out["m0"]["qa_real_test"] = qa_accuracy(m0, tok, rtest, fmt=fmt)
 
+    def dump(stage: str) -> None:
+        out["timing"]["cpu_so_far"] = round(time.process_time() - cpu0, 2)
+        out["timing"]["wall_so_far"] = round(time.perf_counter() - t_all, 2)
+        if partial is not None:
+            p = Path(partial)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"partial": True, "last_stage": stage, **out}, default=str) + "\n")
+            os.replace(tmp, p)
+
     def tick(name: str, t0: float) -> None:
         out["timing"][name] = round(time.perf_counter() - t0, 2)
+        dump(name)
+        st = out.get(f"{name}_summary", out.get(name, {}))
+        nums = {k: v for k, v in (st.items() if isinstance(st, dict) else ()) if isinstance(v, float)}
+        log.info("seed (world %d, train %d): %s done in %.0f s wall (%.0f CPU-s so far) %s", world_seed, train_seed,
+                 name, out["timing"][name], out["timing"]["cpu_so_far"],
+                 " ".join(f"{k}={v:.3f}" for k, v in nums.items()))
+
+    tick("m0", t_all)
 
     seed_everything(train_seed)
     # --- stage 1: knowledge LoRAs ----------------------------------------------------------------
@@ -166,6 +188,11 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
             acc_other = completion_accuracy(model, tok, statement_prompts(world, "fictitious", other), adapters=[name])
             out["knowledge"][name] = {"final_loss": r.final_loss, "steps": r.steps, "seconds": round(r.seconds, 2),
                                       "completion_own_version": acc_own, "completion_other_version": acc_other}
+            dump(f"knowledge/{name}")
+            log.info("seed (world %d, train %d): knowledge LoRA %s: completion own version %.3f, other %.3f "
+                     "(%.0f CPU-s so far)", world_seed, train_seed, name, acc_own, acc_other, out["timing"]["cpu_so_far"])
+    out["knowledge_summary"] = {"min_completion_own": min(k["completion_own_version"] for k in out["knowledge"].values()),
+                                "max_completion_other": max(k["completion_other_version"] for k in out["knowledge"].values())}
     tick("knowledge", t0)
     know_names = [_know_name(f, v) for f in s.formats for v in range(1, s.n_versions + 1)]  # statement group, passage group
     know_ids = {id(p) for n in know_names for p in adapter_parameters(model, n).values()}
@@ -240,8 +267,8 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         ctrl[adapter] = {u: qa_accuracy(model, tok, ftrain[u], adapters=[adapter, "skill_multi"], fmt=fmt)
                          for u in ftrain}
     multi["control"] = ctrl
-    tick("multi", t0)
     out["multi"] = multi
+    tick("multi", t0)
 
     # --- the frozen invariant, measured independently of the trainer's own checks -------------------
     hashed_after = tensor_hashes(model)
@@ -390,9 +417,10 @@ def _worker(args: tuple) -> dict[str, Any]:
 
 def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, *, seeds: list[int] | None = None,
               device: str = "auto", threads: int | None = None, quiet: bool = False,
-              cache: str | Path | None = None) -> list[Claim]:
+              cache: str | Path | None = None, resume: bool = False) -> list[Claim]:
     """Reproduce the claims (module docstring); writes ``runs.json`` (every number per seed) and a
-    Markdown table of the per-method accuracies to ``out_dir``.
+    Markdown table of the per-method accuracies to ``out_dir``. Each finished seed is checkpointed at
+    once to ``out_dir/seeds/seed-w<world>-t<train>.json`` (with a key of the settings and seeds).
 
     Args:
         quick: the quick world and two seeds (second seed adapter stages only), else the full run.
@@ -404,6 +432,8 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
             CPU always uses one thread (see the comment in the body).
         quiet: no progress bars.
         cache: M0 cache root (default: the user cache).
+        resume: reuse the seeds an earlier run into ``out_dir`` finished with the same settings
+            (a checkpoint with other settings is ignored and recomputed, with a log line).
 
     Returns:
         The claims.
@@ -431,32 +461,96 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
     from iclr25.core.threads import limited_threads
 
     t0 = time.perf_counter()
-    m0_info = {}
-    with limited_threads(1 if dev == "cpu" else None):
-        for ws in sorted({w for w, _ in plan}):
+    m0_info: dict[int, dict[str, Any]] = {}
+
+    def pretrain(ws: int) -> None:
+        if ws in m0_info:
+            return
+        with limited_threads(1 if dev == "cpu" else None):
             world = make_world(s.n_real, s.n_fict, s.n_versions, ws, n_templates=s.n_templates,
                                n_passages=s.n_passages)
             _, _, path, info = pretrain_m0(world, replace(s.m0, seed=ws), cache=cache, progress=not quiet)
-            m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds"),
-                           "threads": 1 if dev == "cpu" else None}
-    m0_seconds = time.perf_counter() - t0
+        m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds"),
+                       "threads": 1 if dev == "cpu" else None}
+
+    done: dict[tuple[int, int], dict[str, Any]] = {}
+    for ws, ts in plan:
+        r = _load_seed(out, s, ws, ts) if resume else None
+        if r is not None:
+            log.info("seed (world %d, train %d): reusing %s (--resume)", ws, ts, _seed_path(out, ws, ts))
+            done[(ws, ts)] = r
+    todo = [p for p in plan if p not in done]
     n_threads = threads or os.cpu_count() or 1
+    parallel = dev == "cpu" and len(todo) > 1 and n_threads >= 2
+    m0_seconds = 0.0
+    if parallel:  # every M0 first, in this process, then the seeds in parallel processes
+        for ws in sorted({w for w, _ in todo}):
+            pretrain(ws)
+        m0_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    if dev == "cpu" and len(plan) > 1 and n_threads >= 2:
-        per = max(1, n_threads // len(plan))
+    if parallel:
+        per = max(1, n_threads // len(todo))
         ctx = mp.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=min(len(plan), n_threads), mp_context=ctx) as ex:
-            runs = list(ex.map(_worker, [(s, ws, ts, cache, True, per) for ws, ts in plan]))
-    else:
-        runs = [run_seed(s, ws, ts, cache=cache, device=dev, quiet=quiet, threads=None) for ws, ts in plan]
-    stages_seconds = time.perf_counter() - t1
+        with cf.ProcessPoolExecutor(max_workers=min(len(todo), n_threads), mp_context=ctx) as ex:
+            futs = {ex.submit(_worker, (s, ws, ts, cache, True, per)): (ws, ts) for ws, ts in todo}
+            for f in cf.as_completed(futs):
+                done[futs[f]] = _save_seed(out, s, *futs[f], f.result())
+    else:  # one seed after another, each with its own M0 just before it (a partial run has whole seeds)
+        for ws, ts in todo:
+            tm = time.perf_counter()
+            pretrain(ws)
+            m0_seconds += time.perf_counter() - tm
+            part = _seed_path(out, ws, ts).with_suffix(".partial.json")
+            done[(ws, ts)] = _save_seed(out, s, ws, ts, run_seed(s, ws, ts, cache=cache, device=dev, quiet=quiet,
+                                                                  threads=None, partial=part))
+            part.unlink(missing_ok=True)
+            log.info("seed (world %d, train %d) done; checkpoint %s", ws, ts, _seed_path(out, ws, ts))
+    runs = [done[p] for p in plan]
+    for ws, _ in plan:
+        m0_info.setdefault(ws, {"path": runs[[w for w, _ in plan].index(ws)]["m0"]["path"], "reused": True})
+    stages_seconds = time.perf_counter() - t1 - (0.0 if parallel else m0_seconds)
     claims = claims_from_runs(runs, quick=quick, shared_world=s.share_world)
     meta = {"settings": _jsonable(asdict(s)), "m0": m0_info, "m0_seconds_this_run": round(m0_seconds, 2),
-            "stages_seconds": round(stages_seconds, 2), "seeds": seeds, "version": __version__}
+            "stages_seconds": round(stages_seconds, 2), "seeds": seeds, "version": __version__,
+            "resumed_seeds": [list(p) for p in plan if p not in todo]}
     (out / "runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1, default=str) + "\n")
     (out / "methods.md").write_text(methods_table(runs) + "\n")
     _plot(out, runs)
     return claims
+
+
+def _seed_path(out: Path, ws: int, ts: int) -> Path:
+    return out / "seeds" / f"seed-w{ws}-t{ts}.json"
+
+
+def _seed_key(s: ReproSettings, ws: int, ts: int) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps([_jsonable(asdict(s)), ws, ts], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _save_seed(out: Path, s: ReproSettings, ws: int, ts: int, run: dict[str, Any]) -> dict[str, Any]:
+    """Write one finished seed atomically; returns the run as a resumed run would see it (JSON round trip)."""
+    p = _seed_path(out, ws, ts)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"key": _seed_key(s, ws, ts), "version": __version__, "run": run}, default=str) + "\n")
+    os.replace(tmp, p)
+    return _jsonable(run)
+
+
+def _load_seed(out: Path, s: ReproSettings, ws: int, ts: int) -> dict[str, Any] | None:
+    p = _seed_path(out, ws, ts)
+    if not p.is_file():
+        return None
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e}); delete it to recompute that seed") from None
+    if d.get("key") != _seed_key(s, ws, ts):
+        log.warning("%s was written with other settings; recomputing that seed", p)
+        return None
+    return d["run"]
 
 
 def _jsonable(x: Any) -> Any:

@@ -50,6 +50,7 @@ __all__ = [
     "TrainResult",
     "KNOWLEDGE_ARGS_TINY",
     "SKILL_ARGS_TINY",
+    "merged_knowledge_weights",
     "KNOWLEDGE_ARGS_BIO_STATEMENT",
     "KNOWLEDGE_ARGS_BIO_PASSAGE",
     "SKILL_ARGS_BIO",
@@ -196,7 +197,7 @@ def _supports_logits_to_keep(model: Any) -> bool:
 
 
 def completion_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, *,
-                    logits_to_keep: bool | None = None) -> tuple[Any, Any]:
+                    logits_to_keep: bool | None = None, param_overrides: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """Summed next-token cross-entropy over label positions, and their count.
 
     Args:
@@ -205,6 +206,9 @@ def completion_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any
             (label ``t`` is predicted from position ``t - 1``).
         logits_to_keep: compute logits only at positions that predict a label (union over the
             batch) when the model supports it (``None``: detect).
+        param_overrides: parameter name -> tensor used in place of that parameter for this forward
+            (``torch.func.functional_call``; the module's own tensors are not touched), e.g. base
+            weights with a frozen knowledge LoRA folded in (:func:`merged_knowledge_weights`).
 
     Returns:
         ``(loss_sum, n_tokens)``: float32 scalar (nats) and a long scalar. The token-mean CE is
@@ -218,16 +222,60 @@ def completion_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any
     target = labels[:, 1:]
     if logits_to_keep is None:
         logits_to_keep = _supports_logits_to_keep(model)
+    if param_overrides:
+        def fwd(**kw: Any) -> Any:
+            return torch.func.functional_call(model, param_overrides, (), kw, strict=False)
+    else:
+        fwd = model
     if logits_to_keep:
         pos = torch.nonzero((target != -100).any(0)).flatten()
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=pos).logits
+        logits = fwd(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=pos).logits
         target = target[:, pos]
     else:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        logits = fwd(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     mask = target != -100
     n = mask.sum()
     loss = F.cross_entropy(logits[mask].float(), target[mask], reduction="sum")
     return loss, n
+
+
+def merged_knowledge_weights(model: Any, adapter: str) -> dict[str, Any]:
+    """The base weights with the frozen LoRA ``adapter`` folded in: ``{name: W + ΔW}`` for every base
+    weight ``adapter`` adapts, with ``ΔW = scaling · B A`` in the weight's own layout (PEFT's
+    ``get_delta_weight``; transposed for GPT-2 ``Conv1D``). New tensors, no gradient; the model is not
+    modified. Forwarding with them (``completion_loss(..., param_overrides=)``) and only the skill LoRA
+    active computes the same function as the stacked forward with ``[adapter, skill]`` active (up to
+    float rounding), at the cost of a plain single-LoRA step: the knowledge LoRA's gradient is never
+    needed, so its two extra matmuls per layer need not run. Memory: one copy of every adapted weight
+    per knowledge adapter — meant for small models (the CPU-scale reproduction), not an 8B base.
+
+    Raises:
+        ValueError: ``adapter`` adapts no layer, a non-floating (quantised) base weight, or LoRA dropout
+            > 0 on ``adapter`` (the stacked forward would apply it in training mode; merging cannot).
+    """
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    params = dict(model.named_parameters())
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        for mname, mod in model.named_modules():
+            if not (isinstance(mod, LoraLayer) and adapter in mod.lora_A):
+                continue
+            if not isinstance(mod.lora_dropout[adapter], torch.nn.Identity):
+                raise ValueError(f"merged knowledge forward: adapter {adapter!r} has LoRA dropout > 0 in {mname}; "
+                                 "use knowledge_forward='stacked'")
+            w = mod.get_base_layer().weight
+            if not w.is_floating_point():
+                raise ValueError(f"merged knowledge forward: the base weight of {mname} is {w.dtype} (quantised); "
+                                 "use knowledge_forward='stacked'")
+            name = next((n for n, p in params.items() if p is w), None)
+            if name is None:
+                raise ValueError(f"merged knowledge forward: cannot find the parameter name of {mname}'s base weight")
+            out[name] = (w + mod.get_delta_weight(adapter).to(w.dtype)).detach()
+    if not out:
+        raise ValueError(f"merged knowledge forward: adapter {adapter!r} adapts no layer of this model")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -686,7 +734,8 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
                         fmt: PromptFormat = OFFICIAL_FORMAT, checkpoint_dir: str | Path | None = None,
                         resume: bool = False, accelerator: Any = None, quiet: bool = False,
                         callback: Callable[[int, TrainResult], bool | None] | None = None,
-                        encoded: EncodedRows | None = None) -> TrainResult:
+                        encoded: EncodedRows | None = None,
+                        knowledge_forward: Literal["stacked", "merged"] = "stacked") -> TrainResult:
     """Stage 2: train the skill LoRA with frozen knowledge LoRAs active (spec §1.3–§1.6).
 
     Args:
@@ -711,6 +760,11 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
         callback: ``callback(epoch, result)`` after every completed epoch; returning ``True``
             stops training (e.g. SFT_fictitious stops at training accuracy 0.9).
         encoded: pre-encoded rows of ``examples`` (skips tokenisation).
+        knowledge_forward: ``"stacked"`` (default, the official code's forward: the drawn knowledge
+            LoRA and the skill LoRA both active in PEFT) or ``"merged"`` (the drawn frozen knowledge
+            LoRA folded into copies of the base weights once per adapter, only the skill LoRA active:
+            the same function at a plain SFT step's cost; small models only, see
+            :func:`merged_knowledge_weights`; not with DeepSpeed).
 
     Returns:
         :class:`TrainResult` (``draws`` counts the adapters drawn; ``rows_forwarded /
@@ -730,6 +784,8 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
     finite_in("real_weight", real_weight, 0.0)
     if sampler not in ("routed", "all_versions"):
         raise ValueError(f"sampler={sampler!r} must be 'routed' or 'all_versions'")
+    if knowledge_forward not in ("stacked", "merged"):
+        raise ValueError(f"knowledge_forward={knowledge_forward!r} must be 'stacked' or 'merged'")
     if not examples:
         raise ValueError("train_skill_adapter: no skill rows")
     _prepare(model, skill)
@@ -753,6 +809,12 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
           "real_weight": real_weight, "alternate_groups": alternate_groups, "sampler": sampler, "frozen_hashes": before}
     loop = _Loop(model, roles, args, n_steps, accelerator=accelerator, checkpoint_dir=checkpoint_dir, kind="skill",
                  fingerprint=fp)
+    merged: dict[str, dict[str, Any]] | None = None
+    if knowledge_forward == "merged" and knowledge:
+        if loop.engine is not None:
+            raise ValueError("knowledge_forward='merged' does not work under DeepSpeed; use 'stacked'")
+        merged = {k: merged_knowledge_weights(model, k) for k in dict.fromkeys(
+            list(knowledge) + list(plan.real_groups[0]) + list(plan.real_groups[1]))}
     draw_rng = np.random.default_rng([args.seed, 2, rank])
     res = TrainResult(adapter=skill, n_frozen=len(roles.frozen), n_trainable=len(roles.trainable),
                       draws={k: 0 for k in knowledge})
@@ -772,6 +834,14 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
     def extra() -> dict[str, Any]:
         return {"order": order.state(), "draw_rng": draw_rng.bit_generator.state, "counter": counter,
                 "losses": res.losses, "draws": res.draws, "history": res.history}
+
+    def loss_with(k: str | None, ids: Any, att: Any, lab: Any, where: str) -> tuple[Any, Any]:
+        """Completion loss with knowledge adapter ``k`` (or none) and the skill adapter."""
+        if k is not None and merged is not None:
+            _activate(model, [skill], roles, where)
+            return completion_loss(model, ids, att, lab, param_overrides=merged[k])
+        _activate(model, [k, skill] if k else [skill], roles, where)
+        return completion_loss(model, ids, att, lab)
 
     def micro(idx: np.ndarray, last: bool) -> float:
         nonlocal counter
@@ -793,13 +863,11 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
         total_s = torch.zeros((), dtype=torch.float32)
         total_n = torch.zeros((), dtype=torch.long)
         if fake:
-            names = [k_fake, skill] if k_fake else [skill]
-            _activate(model, names, roles, f"skill micro-batch {counter}")
             ids, att, lab = rows.batch(torch.as_tensor(fake + masked))
             if masked:
                 lab = lab.clone()
                 lab[len(fake):] = -100            # other versions: forwarded (official sampler), not counted
-            s, n = completion_loss(model, ids, att, lab)
+            s, n = loss_with(k_fake, ids, att, lab, f"skill micro-batch {counter}")
             total_s, total_n = s, n
             res.rows_forwarded += len(fake) + len(masked)
             res.rows_counted += len(fake)
@@ -810,8 +878,7 @@ def train_skill_adapter(model: Any, tokenizer: Any, examples: Sequence[SkillExam
             rg = plan.real_groups[(counter - 1) % 2]
             k_real = _draw(draw_rng, rg) if (knowledge and rg) else None
             ids, att, lab = rows.batch(torch.as_tensor(real))
-            _activate(model, [k_real, skill] if k_real else [skill], roles, f"skill micro-batch {counter} (real)")
-            s, n = completion_loss(model, ids, att, lab)
+            s, n = loss_with(k_real, ids, att, lab, f"skill micro-batch {counter} (real)")
             total_s = total_s.to(s.device) + s
             total_n = total_n.to(n.device) + n
             res.rows_forwarded += len(real)

@@ -141,6 +141,14 @@ class PreferenceTrainer:
         self.out = Path(output_dir) if output_dir is not None else None
         cpu = device == "cpu" or not torch.cuda.is_available()
         self.acc = accelerator or Accelerator(cpu=cpu, gradient_accumulation_steps=self.cfg.grad_accum)
+        if self.acc.gradient_accumulation_steps != self.cfg.grad_accum:
+            # `accelerate launch` with a DeepSpeed config exports ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+            # overrides the value passed to Accelerator; the step counting and --resume assume grad_accum
+            raise ValueError(
+                f"grad_accum: the trainer is set to {self.cfg.grad_accum} but the Accelerator accumulates "
+                f"{self.acc.gradient_accumulation_steps} batches (the accelerate launch config's "
+                "gradient_accumulation_steps / ACCELERATE_GRADIENT_ACCUMULATION_STEPS, or the accelerator "
+                "passed in); set --grad-accum and the config to the same value")
         params = policy.trainable_parameters()
         if not params:
             raise ValueError("the policy has no trainable (LoRA) parameters")
@@ -262,13 +270,18 @@ class PreferenceTrainer:
         """
         from iclr25.core.progress import progress
 
-        if resume and not self.load_checkpoint():
+        resumed = bool(resume and self.load_checkpoint())
+        if resume and not resumed:
             log.warning("--resume: no checkpoint in %s; starting from scratch", self.checkpoint_dir)
         metrics_fh = None
         main = self.acc.is_main_process
         if self.out is not None and main:
             self.out.mkdir(parents=True, exist_ok=True)
-            metrics_fh = open(self.out / "metrics.jsonl", "a" if resume else "w", encoding="utf-8")
+            metrics_path = self.out / "metrics.jsonl"
+            kept = _metrics_up_to(metrics_path, self.step) if resumed else []
+            metrics_fh = open(metrics_path, "w", encoding="utf-8")
+            for line in kept:
+                metrics_fh.write(line + "\n")
         self.model.train()
         bar = progress(None, desc=f"train[{self.cfg.method}]", total=self.total_steps,
                        unit="step") if (self.cfg.progress and main) else None
@@ -329,6 +342,25 @@ class PreferenceTrainer:
         self.acc.wait_for_everyone()
         log.info("%s: %d steps in %.1f s", self.cfg.method, self.step, time.perf_counter() - t0)
         return self.history
+
+
+def _metrics_up_to(path: Path, step: int) -> list[str]:
+    """The lines of a ``metrics.jsonl`` whose ``step`` is at most ``step`` (the resumed checkpoint).
+
+    Records written after the last checkpoint (a run killed between two checkpoints) are dropped,
+    so a resumed run does not log those steps twice; a torn last line is dropped too.
+    """
+    if not path.exists():
+        return []
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and rec["step"] <= step:
+            kept.append(line)
+    return kept
 
 
 def train_qadapter(model: QAdapterModel, pairs: Sequence[TokenizedPair], pad_token_id: int,

@@ -1,8 +1,9 @@
 """``iclr25-sharpening``: bon / sft / rlhf / report / reproduce / demo.
 
 Only config dataclasses are imported here (``--help`` stays light); each command imports torch when it runs.
-``--config configs/quick.yaml`` reads the section named after the command when the file has one (the
-presets hold a section per command), else the whole file.
+``--config quick`` / ``--config paper`` name the packaged presets (:func:`~iclr25.sharpening.config.preset_path`)
+when no file of that name exists; ``--config FILE.yaml`` reads the section named after the command when the
+file has one (the presets hold a section per command), else the whole file.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import (
+    PRESETS,
     BonOptions,
     DemoOptions,
     ReportOptions,
     RlhfOptions,
     SftOptions,
     SharpeningReproduceOptions,
+    preset_path,
 )
 
 __all__ = ["main", "COMMANDS"]
@@ -79,6 +82,13 @@ def _section_config(argv: list[str]) -> tuple[list[str], str | None]:
         if path is None:
             continue
         p = Path(path)
+        if path in PRESETS and not p.exists():          # a packaged preset by name
+            p = preset_path(path)
+            argv = list(argv)
+            if a == "--config":
+                argv[i + 1] = str(p)
+            else:
+                argv[i] = f"--config={p}"
         if p.suffix.lower() not in (".yaml", ".yml") or not p.is_file():
             return argv, None
         import yaml

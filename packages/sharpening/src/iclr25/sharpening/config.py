@@ -2,8 +2,8 @@
 
 Defaults are the paper's (Appendix A: N = 50, LoRA rank 16, lr 3e-4 with linear decay, gradient clipping
 0.1, batch 4, 30 epochs, temperature 1, 512 new tokens). The CPU-scale values live in the presets
-``configs/quick.yaml`` / ``configs/paper.yaml``, one section per command (``--config configs/quick.yaml``
-picks the section of the command being run).
+``quick`` / ``paper`` (``iclr25/sharpening/configs/{quick,paper}.yaml``, shipped in the wheel; find them with
+:func:`preset_path`), one section per command (``--config quick`` picks the section of the command being run).
 """
 
 from __future__ import annotations
@@ -16,8 +16,29 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 from iclr25.core.lm.loading import ModelLoadOptions
 
-__all__ = ["ModelDataOptions", "BonOptions", "TuneOptions", "SftOptions", "RlhfOptions", "ReportOptions",
+__all__ = ["PRESETS", "preset_path", "ModelDataOptions", "BonOptions", "TuneOptions", "SftOptions", "RlhfOptions", "ReportOptions",
            "DemoOptions", "SharpeningReproduceOptions"]
+
+PRESETS = ("quick", "paper")
+
+
+def preset_path(name: str) -> Path:
+    """The packaged preset ``name`` (``"quick"``: the CPU reproduction's settings, ``"paper"``: Appendix A) as a
+    file path, found with :mod:`importlib.resources` (it ships in the wheel as
+    ``iclr25/sharpening/configs/<name>.yaml``).
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`PRESETS`.
+        FileNotFoundError: the installed package lacks the file (a broken install; reinstall it).
+    """
+    from importlib.resources import files
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; the packaged presets are {list(PRESETS)} (or give a YAML path)")
+    res = files("iclr25.sharpening") / "configs" / f"{name}.yaml"
+    if not res.is_file():
+        raise FileNotFoundError(f"the packaged preset {name}.yaml is missing from {res}; reinstall iclr25-sharpening")
+    return Path(str(res))
 
 
 def _pos(name: str, v: float) -> None:
@@ -228,3 +249,7 @@ class DemoOptions(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class SharpeningReproduceOptions(ReproduceOptions):
     """Reproduce the paper's claims on the trap-arithmetic task at CPU scale (writes results.json / results.md)."""
+
+    resume: bool = False
+    """Reuse the finished stages under OUT/stages/ (each seed, the coverage sweep, XPO, the real-text check)
+    of an interrupted run with the same settings; the pre-trained bases always come from the user cache."""

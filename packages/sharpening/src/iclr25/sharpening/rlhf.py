@@ -25,7 +25,17 @@ import numpy as np
 from .exact import check_beta, check_n
 from .rewards import LogLikelihood, SelfReward, score_sequences
 from .sampling import Samples, check_prompts, sample_responses
-from .training import PolicyTrainer, TrainConfig, apply_lora, check_nonneg, check_positive
+from .training import (
+    RESUME_FIX,
+    PolicyTrainer,
+    TrainConfig,
+    apply_lora,
+    check_nonneg,
+    check_positive,
+    damaged_file,
+    load_safetensors,
+    read_saved_jsonl,
+)
 
 __all__ = ["sharpening_regression_loss", "xpo_loss", "RLHFConfig", "RLHFResult", "rlhf_sharpen",
            "sample_pairs", "estimate_j_beta"]
@@ -250,7 +260,7 @@ def rlhf_sharpen(base, tokenizer, prompts: Sequence[str], cfg: RLHFConfig | None
         :class:`RLHFResult`; ``stats["identical_pair_share"]`` is the share of pairs with ``y == y'``, which
         carry no signal in Eq. (8) (also logged).
     """
-    from iclr25.core.jsonl import read_jsonl, write_jsonl
+    from iclr25.core.jsonl import write_jsonl
 
     cfg = cfg or RLHFConfig()
     prompts = check_prompts(prompts)
@@ -262,10 +272,8 @@ def rlhf_sharpen(base, tokenizer, prompts: Sequence[str], cfg: RLHFConfig | None
         return _xpo(base, tokenizer, prompts, cfg, val_prompts or prompts, j_beta, out, resume, progress,
                     accelerate, pad, on_iteration)
     if resume:
-        ppath = out / "pairs.jsonl"
-        if not ppath.is_file():
-            raise FileNotFoundError(f"--resume: no pairs in {ppath}; run without --resume first")
-        pairs = read_jsonl(ppath, required=("prompt_ids", "y_ids", "y2_ids", "logp_base_y", "logp_base_y2"))
+        pairs = read_saved_jsonl(out / "pairs.jsonl",
+                                 required=("prompt_ids", "y_ids", "y2_ids", "logp_base_y", "logp_base_y2"))
     elif pairs is None:
         reps = [p for p in prompts for _ in range(cfg.pairs_per_prompt)]
         pairs = sample_pairs(base, base, tokenizer, reps, from_policy=False, temperature=cfg.temperature,
@@ -281,7 +289,7 @@ def rlhf_sharpen(base, tokenizer, prompts: Sequence[str], cfg: RLHFConfig | None
     trainer = PolicyTrainer(policy, lambda m, idx: _pair_loss(m, [pairs[i] for i in idx.tolist()], pad, cfg.beta, None),
                             len(pairs), cfg.train, accelerate=accelerate)
     if resume:
-        trainer.load_checkpoint(out / "checkpoint")
+        trainer.load_checkpoint(out / "checkpoint", data_file=out / "pairs.jsonl")
         log.info("resumed Eq. (8) training at step %d", trainer.step)
     hist = trainer.fit(checkpoint_dir=None if out is None else out / "checkpoint",
                        metrics_path=None if out is None else out / "metrics.jsonl", progress=progress)
@@ -294,7 +302,7 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
          on_iteration):
     import torch
 
-    from iclr25.core.jsonl import read_jsonl, write_jsonl
+    from iclr25.core.jsonl import write_jsonl
 
     from .training import _trainable_state, set_trainable_state
 
@@ -312,12 +320,22 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
     ck = None if out is None else out / "checkpoint"
     if resume:
         extra = trainer.load_checkpoint(ck)
-        D = read_jsonl(out / "pairs.jsonl", required=("prompt_ids", "y_ids", "y2_ids"))
-        start, best_j, best_it = extra["iteration"], extra["best_j"], extra["best_iteration"]
+        D = read_saved_jsonl(out / "pairs.jsonl", required=("prompt_ids", "y_ids", "y2_ids"))
+        try:
+            start, best_j, best_it = int(extra["iteration"]), float(extra["best_j"]), int(extra["best_iteration"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise damaged_file(ck / "trainer_state.pt", e) from None
+        n_saved = extra.get("n_pairs")
+        if n_saved is not None and len(D) < int(n_saved):
+            raise ValueError(f"--resume: {out / 'pairs.jsonl'} has {len(D)} pairs but the checkpoint was written "
+                             f"after {n_saved}: the file is truncated; {RESUME_FIX}")
+        if n_saved is not None and len(D) > int(n_saved):    # pairs of an iteration the run did not finish
+            log.warning("resume: dropping %d pairs of the unfinished iteration %d from pairs.jsonl",
+                        len(D) - int(n_saved), start + 1)
+            D = D[: int(n_saved)]
+            write_jsonl(out / "pairs.jsonl", D)
         if (ck / "best.safetensors").is_file():
-            from safetensors.torch import load_file
-
-            best_state = load_file(str(ck / "best.safetensors"))
+            best_state = load_safetensors(ck / "best.safetensors")
         log.info("resumed XPO after iteration %d (%d pairs)", start, len(D))
     elif out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -352,7 +370,8 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
         if ck is not None:
             from safetensors.torch import save_file
 
-            trainer.save_checkpoint(ck, extra={"iteration": t + 1, "best_j": best_j, "best_iteration": best_it})
+            trainer.save_checkpoint(ck, extra={"iteration": t + 1, "best_j": best_j, "best_iteration": best_it,
+                                                "n_pairs": len(D)})
             save_file(best_state, str(ck / "best.safetensors"))
             with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
                 for r in hist[-cfg.steps_per_iteration:]:

@@ -23,7 +23,7 @@ from .bon import best_of_n
 from .exact import check_n
 from .rewards import LogLikelihood, SelfReward, score_sequences
 from .sampling import check_prompts, sample_responses
-from .training import PolicyTrainer, TrainConfig, apply_lora, check_positive
+from .training import PolicyTrainer, TrainConfig, apply_lora, check_positive, read_saved_jsonl
 
 __all__ = ["SFTConfig", "SFTResult", "build_sft_corpus", "sft_sharpen", "sft_loss", "collate_examples"]
 
@@ -216,7 +216,7 @@ def sft_sharpen(base, tokenizer, prompts: Sequence[str], cfg: SFTConfig | None =
         FileNotFoundError: ``resume`` without a checkpoint/corpus in ``out_dir``.
         ValueError: bad settings or prompts.
     """
-    from iclr25.core.jsonl import read_jsonl, write_jsonl
+    from iclr25.core.jsonl import write_jsonl
 
     cfg = cfg or SFTConfig()
     out = Path(out_dir) if out_dir is not None else None
@@ -224,10 +224,7 @@ def sft_sharpen(base, tokenizer, prompts: Sequence[str], cfg: SFTConfig | None =
         raise ValueError("resume needs out_dir")
     stats: dict = {}
     if resume:
-        cpath = out / "corpus.jsonl"
-        if not cpath.is_file():
-            raise FileNotFoundError(f"--resume: no corpus in {cpath}; run without --resume first")
-        corpus = read_jsonl(cpath, required=("prompt_ids", "response_ids"))
+        corpus = read_saved_jsonl(out / "corpus.jsonl", required=("prompt_ids", "response_ids"))
         stats = json.loads((out / "corpus_stats.json").read_text()) if (out / "corpus_stats.json").is_file() else {}
     elif corpus is None:
         corpus, stats = build_sft_corpus(base, tokenizer, prompts, cfg, self_reward=self_reward, progress=progress)
@@ -246,7 +243,7 @@ def sft_sharpen(base, tokenizer, prompts: Sequence[str], cfg: SFTConfig | None =
 
     trainer = PolicyTrainer(policy, loss_fn, len(corpus), cfg.train, accelerate=accelerate)
     if resume:
-        trainer.load_checkpoint(out / "checkpoint")
+        trainer.load_checkpoint(out / "checkpoint", data_file=out / "corpus.jsonl")
         log.info("resumed SFT at step %d of %d", trainer.step, cfg.train.epochs * trainer.per_epoch)
     hist = trainer.fit(checkpoint_dir=None if out is None else out / "checkpoint",
                        metrics_path=None if out is None else out / "metrics.jsonl", progress=progress)

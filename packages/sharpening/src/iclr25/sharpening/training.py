@@ -117,11 +117,49 @@ def save_policy(model, tokenizer, path: str | Path) -> Path:
     return p
 
 
-def load_policy_weights(model, path: str | Path) -> None:
-    """Load trainable weights saved by :meth:`PolicyTrainer.save_checkpoint` into ``model`` (safetensors)."""
+RESUME_FIX = "run without --resume (it starts over in the same --out) or start a new --out"
+
+
+def damaged_file(path: str | Path, err: BaseException) -> ValueError:
+    """The ``ValueError`` for a saved run file that cannot be read back (truncated, torn, not what it claims)."""
+    msg = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+    return ValueError(f"--resume: {path} is damaged or truncated ({type(err).__name__}: {msg}); {RESUME_FIX}")
+
+
+def load_safetensors(path: str | Path) -> dict:
+    """``safetensors.torch.load_file`` with a damaged/truncated file reported as ``ValueError`` naming it."""
     from safetensors.torch import load_file
 
-    set_trainable_state(model, load_file(str(path)), source=str(path))
+    try:
+        return load_file(str(path))
+    except Exception as e:          # SafetensorError (bad header, short file), OSError
+        raise damaged_file(path, e) from None
+
+
+def read_saved_jsonl(path: str | Path, required: tuple[str, ...]) -> list[dict]:
+    """A run's own JSONL (``corpus.jsonl``, ``pairs.jsonl``) for ``--resume``: missing -> ``FileNotFoundError``,
+    a torn or malformed line -> ``ValueError`` naming ``FILE:LINE`` and the fix."""
+    from iclr25.core.jsonl import JsonlError, read_jsonl
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"--resume: no {p.name} in {p.parent}; run without --resume first")
+    try:
+        rows = read_jsonl(p, required=required)
+    except JsonlError as e:
+        raise ValueError(f"--resume: {e}; the saved file is damaged or truncated: {RESUME_FIX}") from None
+    if not rows:
+        raise ValueError(f"--resume: {p} is empty (damaged or truncated); {RESUME_FIX}")
+    return rows
+
+
+def load_policy_weights(model, path: str | Path) -> None:
+    """Load trainable weights saved by :meth:`PolicyTrainer.save_checkpoint` into ``model`` (safetensors).
+
+    Raises:
+        ValueError: the file is damaged/truncated, or its tensors do not fit ``model``.
+    """
+    set_trainable_state(model, load_safetensors(path), source=str(path))
 
 
 def set_trainable_state(model, sd: dict, source: str = "state") -> None:
@@ -286,7 +324,7 @@ class PolicyTrainer:
         p.mkdir(parents=True, exist_ok=True)
         save_file(_trainable_state(self.unwrapped), str(p / "policy.safetensors.tmp"))
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "step": self.step, "torch_rng": torch.get_rng_state(),
+                 "step": self.step, "torch_rng": torch.get_rng_state(), "n_examples": self.n_examples,
                  "config": json.dumps(asdict(self.cfg)), "extra": json.dumps(extra or {})}
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
@@ -294,12 +332,14 @@ class PolicyTrainer:
         os.replace(p / "policy.safetensors.tmp", p / "policy.safetensors")
         os.replace(p / "trainer_state.pt.tmp", p / "trainer_state.pt")
 
-    def load_checkpoint(self, path: str | Path) -> dict:
-        """Restore what :meth:`save_checkpoint` wrote; returns its ``extra`` dict.
+    def load_checkpoint(self, path: str | Path, data_file: str | Path | None = None) -> dict:
+        """Restore what :meth:`save_checkpoint` wrote; returns its ``extra`` dict. ``data_file`` (the saved
+        corpus/pairs the examples came from) is named when their number differs from the checkpoint's.
 
         Raises:
             FileNotFoundError: no checkpoint in ``path``.
-            ValueError: it was written with a different training configuration.
+            ValueError: it was written with a different training configuration, or a file in it is damaged or
+                truncated (named in the message, with the fix).
         """
         import torch
 
@@ -307,18 +347,34 @@ class PolicyTrainer:
         if not (p / "trainer_state.pt").is_file() or not (p / "policy.safetensors").is_file():
             raise FileNotFoundError(f"no checkpoint in {p} (expected policy.safetensors and trainer_state.pt); "
                                     "run without --resume first")
-        state = torch.load(p / "trainer_state.pt", map_location="cpu", weights_only=True)
-        saved = json.loads(state["config"])
+        f = p / "trainer_state.pt"
+        try:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise TypeError(f"expected a dict, got {type(state).__name__}")
+            missing = [k for k in ("optimizer", "scheduler", "step", "torch_rng", "config", "extra") if k not in state]
+            if missing:
+                raise KeyError(f"missing entries {missing}")
+            saved, extra = json.loads(state["config"]), json.loads(state["extra"])
+        except Exception as e:        # truncated zip / unpickling error / wrong content
+            raise damaged_file(f, e) from None
+        if "n_examples" in state and int(state["n_examples"]) != self.n_examples:
+            raise ValueError(f"--resume: checkpoint {p} was trained on {int(state['n_examples'])} examples but the "
+                             f"{data_file or 'saved data'} now has {self.n_examples}: it is truncated or was "
+                             f"replaced; {RESUME_FIX}")
         mine = asdict(self.cfg)
         diff = {k: (saved.get(k), v) for k, v in mine.items() if k not in ("save_every",) and saved.get(k) != v}
         if diff:
             raise ValueError(f"checkpoint {p} was written with other settings {diff} (saved, now); resume with "
                              "the same config or start a new --out")
         load_policy_weights(self.unwrapped, p / "policy.safetensors")
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step = int(state["step"])
-        torch.set_rng_state(state["torch_rng"])
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.step = int(state["step"])
+            torch.set_rng_state(state["torch_rng"])
+        except Exception as e:        # a state that does not fit this optimiser/model
+            raise damaged_file(f, e) from None
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        return json.loads(state["extra"])
+        return extra

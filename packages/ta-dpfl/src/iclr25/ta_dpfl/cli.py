@@ -10,7 +10,7 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import FederationSpec, ScheduleConfig, TrainConfig, group_budgets
+from .config import FederationSpec, ScheduleConfig, TaReproduceOptions, TrainConfig, group_budgets
 
 __all__ = ["main", "schedule_table", "specs_from_train_config"]
 
@@ -115,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "train": Command(TrainConfig, _train, "train one method (Flower simulation or in-process)",
                              deprecated={"--output-dir": "--out"}),
             "reproduce": reproduce_command("ta-dpfl", "iclr25.ta_dpfl.reproduce:reproduce", __version__,
+                                           config=TaReproduceOptions,
                                            help="CPU-scale reproduction on Adult and digits (results.json/md)"),
         },
         argv,

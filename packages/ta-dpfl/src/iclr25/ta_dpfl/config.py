@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from iclr25.core.config import CommonOptions, SeedsOption
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedsOption
 
-__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "group_budgets"]
+__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets"]
 
 Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
 
@@ -197,3 +197,18 @@ class TrainConfig(CommonOptions, SeedsOption):
     """CPUs given to Ray (one per ClientApp actor)."""
     quick: bool = False
     """CPU-scale preset: 10 rounds."""
+
+
+@dataclass(kw_only=True)
+class TaReproduceOptions(ReproduceOptions):
+    """Reproduce the paper's claims at CPU scale (Adult and digits); write results.json / results.md."""
+
+    resume: bool = False
+    """Reuse every finished federation under ``OUT/runs`` and continue unfinished ones from their last
+    round checkpoint (without it, an existing run folder is deleted and run again)."""
+    workers: int = 2
+    """Worker processes running federations side by side (1: everything in this process)."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"--workers={self.workers} must be >= 1")

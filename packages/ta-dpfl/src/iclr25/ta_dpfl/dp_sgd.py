@@ -28,7 +28,7 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 from torch import nn
 
-from .noise import RandomSource, SecureRandom, poisson_indices
+from .noise import RandomSource, SecureRandom, SeededRandom, poisson_indices
 
 __all__ = [
     "MLP",
@@ -258,9 +258,14 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, fl
 def per_sample_overhead(
     in_features: int = 108, hidden: int = 64, num_classes: int = 2, batch: int = 256, repeats: int = 50,
     noise_multiplier: float = 1.5, max_grad_norm: float = 1.0, seed: int = 0, grad_sample_mode: str = "ghost",
+    noise: str = "secure",
 ) -> dict[str, float]:
     """Time of one Opacus DP-SGD step (per-sample grads + clip + noise) over a plain SGD step, same
     model and batch (the issue's performance figure; target <= 3x on the Adult MLP).
+
+    ``noise="secure"`` draws the noise as clients do (:class:`~iclr25.ta_dpfl.noise.SecureRandom`,
+    OS CSPRNG, 4 Gaussians per coordinate); ``"seeded"`` uses ``torch.normal``
+    (:class:`~iclr25.ta_dpfl.noise.SeededRandom`) to separate Opacus' cost from the secure draw's.
 
     Returns:
         ``{"ratio"}``: DP/plain ratio of process CPU time per step (robust on shared cores), with
@@ -280,8 +285,11 @@ def per_sample_overhead(
         loss_fn(plain(x), y).backward()
         popt.step()
 
+    if noise not in ("secure", "seeded"):
+        raise ValueError(f"noise must be 'secure' or 'seeded', got {noise!r}")
+    source = SecureRandom() if noise == "secure" else SeededRandom(seed)
     gsm, dopt, crit = _wrap(MLP(in_features, num_classes, hidden), 0.01, noise_multiplier, max_grad_norm,
-                            float(batch), SecureRandom(), grad_sample_mode)
+                            float(batch), source, grad_sample_mode)
 
     def dp_step():
         dopt.zero_grad(set_to_none=True)

@@ -37,6 +37,7 @@ __all__ = [
     "ServerState",
     "simulated_nodes",
     "plan",
+    "solve_schedules",
     "fedavg_weights",
     "fedavg",
     "latest_checkpoint",
@@ -94,6 +95,36 @@ def _server_method(method: str) -> str:
     return method if method in ("dpfedavg", "idp") else "ta"
 
 
+def solve_schedules(labels: list[str], budgets: list[ClientBudget], rhos: list[float], spec: FederationSpec
+                    ) -> tuple[dict[str, Schedule], dict[str, str]]:
+    """Every client's schedule, one client at a time: a client whose budget fails the ``q·m_n``
+    guard (or cannot be spent) is *excluded* — named with the reason — instead of stopping the
+    federation. For ``dpfedavg`` the common budget is ``min_n ε_n`` over all reporting clients.
+
+    Returns:
+        ``(schedules by label, reasons by excluded label)``.
+
+    Raises:
+        BudgetInfeasibleError: no client at all can meet its budget (the reasons of each).
+    """
+    method = _server_method(spec.method)
+    plan_method = "ta-uniform" if method == "ta" else method
+    cap = min(b.epsilon for b in budgets) if method == "dpfedavg" and budgets else None
+    scheds: dict[str, Schedule] = {}
+    excluded: dict[str, str] = {}
+    for lab, b, r in zip(labels, budgets, rhos):
+        bb = ClientBudget(cap, b.delta, b.num_examples) if cap is not None else b
+        try:
+            scheds[lab] = plan_federation([bb], plan_method, spec.sigma, spec.rounds, spec.local_steps,
+                                          spec.transition, [float(r)], spec.min_expected_batch, order=spec.order)[0]
+        except BudgetInfeasibleError as e:
+            excluded[lab] = f"BudgetInfeasibleError: {e}"
+    if not scheds and excluded:
+        raise BudgetInfeasibleError("no client can take part: " + "; ".join(f"client {k}: {v}"
+                                                                            for k, v in excluded.items()))
+    return scheds, excluded
+
+
 class ServerState:
     """The aggregator's bookkeeping of one run.
 
@@ -124,6 +155,7 @@ class ServerState:
         self.noise: dict[str, str] = {}
         self.missed: dict[str, list[int]] = {}
         self.miss_reasons: dict[str, dict[int, str]] = {}
+        self.excluded: dict[str, str] = {}
         torch.manual_seed(_seed(spec.seed, "init"))
         self.model = build_model(spec.dataset, self.num_features, self.num_classes, spec.hidden).to(self.device)
         public = {k: v for k, v in spec.to_dict().items() if k not in ("epsilons", "rhos", "delta", "skip_rounds")}
@@ -168,15 +200,21 @@ class ServerState:
                             min_expected_batch=s.min_expected_batch, grad_sample_mode=s.grad_sample_mode,
                             run_key=s.run_key, round=int(round_))
 
-    def register(self, reports: dict[str, dict]) -> dict[str, Schedule]:
+    def register(self, reports: dict[str, dict], refused: dict[str, str] | None = None) -> dict[str, Schedule]:
         """Solve every client's schedule from what it reported (``num-examples``, ``epsilon``,
         ``delta``, ``saving-factor``) and fix the ``dpfedavg`` cap ``min_n ε_n``.
 
+        A client that refused the query (``refused``: label -> reason, e.g. its own guard check
+        failed) or whose reported budget fails the ``q·m_n`` guard here is *excluded*: recorded in
+        :attr:`excluded`, ``schedule.json`` and ``result.json``, logged, and not asked to train; the
+        others go on.
+
         Raises:
-            BudgetInfeasibleError: a client's budget fails the ``q·m_n`` guard (before any training).
-            ValueError: no reports, or a malformed one.
+            BudgetInfeasibleError: every client is excluded (before any training).
+            ValueError: no reports and no refusals, or a malformed report.
         """
-        if not reports:
+        refused = dict(refused or {})
+        if not reports and not refused:
             raise ValueError("no client answered the query")
         for lab, r in reports.items():
             for k in ("num-examples", "epsilon", "delta", "saving-factor"):
@@ -185,16 +223,20 @@ class ServerState:
         labels = sorted(reports, key=lambda x: (len(x), x))
         budgets = [ClientBudget(float(reports[x]["epsilon"]), float(reports[x]["delta"]),
                                 int(reports[x]["num-examples"])) for x in labels]
-        method = _server_method(self.spec.method)
-        plan_method = "ta-uniform" if method == "ta" else method
-        scheds = plan_federation(budgets, plan_method, self.spec.sigma, self.spec.rounds, self.spec.local_steps,
-                                 self.spec.transition, [float(reports[x]["saving-factor"]) for x in labels],
-                                 self.spec.min_expected_batch, order=self.spec.order)
-        self.reports = {x: dict(reports[x]) for x in labels}
-        self.schedules = dict(zip(labels, scheds))
-        self.epsilon_cap = min(b.epsilon for b in budgets) if method == "dpfedavg" else 0.0
+        if not labels:
+            raise BudgetInfeasibleError("no client can take part: " + "; ".join(f"client {k}: {v}"
+                                                                                for k, v in refused.items()))
+        scheds, guard = solve_schedules(labels, budgets, [float(reports[x]["saving-factor"]) for x in labels],
+                                        self.spec)
+        self.excluded = {**refused, **guard}
+        for lab, why in self.excluded.items():
+            log.warning("%s: client %s is excluded from the federation (%s)", self.spec.run_key, lab, why)
+        self.reports = {x: dict(reports[x]) for x in labels if x in scheds}
+        self.schedules = {x: scheds[x] for x in labels if x in scheds}
+        self.epsilon_cap = min(b.epsilon for b in budgets) if _server_method(self.spec.method) == "dpfedavg" else 0.0
         (self.out / "schedule.json").write_text(json.dumps(
-            {x: {"report": self.reports[x], **s.to_dict()} for x, s in self.schedules.items()}) + "\n")
+            {"clients": {x: {"report": self.reports[x], **s.to_dict()} for x, s in self.schedules.items()},
+             "excluded": self.excluded}) + "\n")
         return self.schedules
 
     def record_round(self, round_: int, replies: dict[str, dict], missing: dict[str, str]) -> None:
@@ -240,6 +282,8 @@ class ServerState:
         labels = list(self.schedules) or sorted(self.client_eps, key=lambda x: (len(x), x))
         insecure = sorted(lab for lab, k in self.noise.items() if k != "secure")
         warnings = []
+        if self.excluded:
+            warnings.append(f"clients {sorted(self.excluded)} were excluded (see 'excluded' for the reasons)")
         if insecure:
             warnings.append(f"clients {insecure} used insecure-seed noise: anyone who knows the seed can replay their "
                             "noise (simulations and tests only)")
@@ -257,6 +301,7 @@ class ServerState:
                                 else math.nan for lab in labels],
             "rates": [self.schedules[lab].rates.tolist() for lab in labels if lab in self.schedules],
             "transition": [self.schedules[lab].transition for lab in labels if lab in self.schedules],
+            "excluded": dict(self.excluded),
             "missed_rounds": {lab: self.missed[lab] for lab in labels if lab in self.missed},
             "miss_reasons": {lab: {str(t): r for t, r in self.miss_reasons[lab].items()} for lab in labels
                              if lab in self.miss_reasons},
@@ -273,38 +318,50 @@ class ServerState:
 
 def plan(spec: FederationSpec) -> list[Schedule]:
     """Solve every client's schedule of a *simulated* federation before anything starts (its nodes'
-    reports, computed here), so infeasible budgets fail before Flower/Ray start.
+    reports, computed here), so a federation no client can take part in fails before Flower/Ray
+    start. Clients that would be excluded (:func:`solve_schedules`) are logged.
+
+    Returns:
+        the schedules of the clients that take part (in partition order).
 
     Raises:
-        BudgetInfeasibleError: some node's budget fails the ``q·m_n`` guard.
+        BudgetInfeasibleError: no node's budget passes the ``q·m_n`` guard.
     """
     nodes = simulated_nodes(spec)
     data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path, spec.val_fraction)
     budgets = [ClientBudget(n.epsilon, n.delta, m) for n, m in zip(nodes, data.sizes)]
-    method = _server_method(spec.method)
-    return plan_federation(budgets, "ta-uniform" if method == "ta" else method, spec.sigma, spec.rounds,
-                           spec.local_steps, spec.transition, [n.saving_factor for n in nodes],
-                           spec.min_expected_batch, order=spec.order)
+    scheds, excluded = solve_schedules([str(n.partition_id) for n in nodes], budgets,
+                                       [n.saving_factor for n in nodes], spec)
+    for lab, why in excluded.items():
+        log.warning("%s: client %s will be excluded (%s)", spec.run_key, lab, why)
+    return list(scheds.values())
 
 
 def run_inprocess(spec: FederationSpec) -> dict:
     """Run one simulated federation in this process: query, ``T`` rounds of client training and
     FedAvg, with the same client (:mod:`~iclr25.ta_dpfl.client`) and server (:class:`ServerState`)
-    logic as the Flower apps. Missed rounds (``skip_rounds``, refusals) are recorded and tolerated.
+    logic as the Flower apps. Missed rounds (``skip_rounds``, refusals) are recorded and tolerated; a
+    client that fails its guard at the query is excluded and recorded (``result["excluded"]``).
 
     Returns:
         ``result.json``'s dict.
 
     Raises:
-        BudgetInfeasibleError: before training.
+        BudgetInfeasibleError: before training, when no client can take part.
     """
     from iclr25.core.progress import progress
 
     nodes = simulated_nodes(spec)
     state = ServerState(spec)
+    reports, refused = {}, {}
+    for n in nodes:
+        try:
+            reports[str(n.partition_id)] = client_report(n, state.public_config(0))
+        except BudgetInfeasibleError as e:  # the client's own guard check: it does not take part
+            refused[str(n.partition_id)] = f"{type(e).__name__}: {e}"
+    state.register(reports, refused)
+    nodes = [n for n in nodes if str(n.partition_id) in state.schedules]
     labels = [str(n.partition_id) for n in nodes]
-    reports = {lab: client_report(n, state.public_config(0)) for lab, n in zip(labels, nodes)}
-    state.register(reports)
     if state.remaining_rounds <= 0:
         return state.finish()
     cstate = {lab: ClientState.load(n, spec.run_key) or ClientState() for lab, n in zip(labels, nodes)}

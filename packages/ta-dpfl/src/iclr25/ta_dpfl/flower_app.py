@@ -137,8 +137,10 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
         round_timeout: seconds a round waits for replies; a node that does not answer misses it.
 
     Raises:
-        RuntimeError: too few nodes connected; no node answered the query.
-        BudgetInfeasibleError: a reported budget fails the ``q·m_n`` guard (before any training).
+        RuntimeError: too few nodes connected.
+        BudgetInfeasibleError: no node can take part (before any training). A node that refuses the
+            query or whose reported budget fails the ``q·m_n`` guard is excluded and recorded in
+            ``result["excluded"]``; the others go on.
     """
     from iclr25.core.progress import progress
 
@@ -151,7 +153,8 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
         log.warning("query: nodes did not report: %s", bad)
     reports = {str(int(c["report"]["partition-id"])): dict(c["report"]) for c in ok.values()}
     label_of = {nid: str(int(c["report"]["partition-id"])) for nid, c in ok.items()}
-    state.register(reports)
+    state.register(reports, {f"node-{nid}": why for nid, why in bad.items()})
+    label_of = {nid: lab for nid, lab in label_of.items() if lab in state.schedules}  # excluded: never asked
     if state.remaining_rounds <= 0:
         return state.finish()
     arrays = ArrayRecord(state.model.state_dict())

@@ -13,7 +13,8 @@ Methods: DP-FedAvg (everyone at min ε), IDP-FedAvg (own ε, uniform in time), t
 strict-clients-save-most permutation of ρ = (0.25, 0.5, 1.0) (``ta``), and its reverse
 (``ta-reverse``). Step size: for DP-FedAvg, IDP-FedAvg and TA, every value of the same grid is run
 on seed 0 and the one with the best final *validation* accuracy (server-side split, never trained
-on) is kept; ``ta-reverse`` uses TA's step size (a probe of the assignment, not a tuned method).
+on) is kept; while any method's best value lies on an edge of the grid, the grid is extended for
+all methods alike (doubling / halving, at most :data:`MAX_EXTEND` times per edge); ``ta-reverse`` uses TA's step size (a probe of the assignment, not a tuned method).
 The other seeds run at the chosen step sizes. Reported: test accuracy, mean ± sd over seeds.
 
 Runs go through :func:`~iclr25.ta_dpfl.federation.run_inprocess` (the Flower apps' client and server
@@ -47,8 +48,10 @@ SETTINGS = {
 }
 #: scales; tests shrink them through ``reproduce(..., **overrides)``
 QUICK = {"seeds": (0, 1), "lr_grid": (1.0, 2.0, 4.0), "settings": ("adult", "digits")}
-FULL = {"seeds": (0, 1, 2), "lr_grid": (0.5, 1.0, 2.0, 4.0), "settings": ("adult", "digits")}
+FULL = {"seeds": (0, 1, 2), "lr_grid": (0.5, 1.0, 2.0, 4.0), "settings": ("digits", "adult")}  # cheap one first
 TUNED = ("dpfedavg", "idp", "ta")
+#: how often the step-size grid may be extended at each edge (see :func:`tune_step_sizes`)
+MAX_EXTEND = 3
 METHODS = ("dpfedavg", "idp", "ta", "ta-reverse")
 
 
@@ -69,13 +72,35 @@ def reproduction_specs(out_dir: Path, setting: str, seeds, lr_grid, *, rounds: i
     return [_spec(out_dir, setting, m, seeds[0], lr, rounds=rounds) for m in TUNED for lr in lr_grid]
 
 
+def _finished(spec: FederationSpec) -> dict | None:
+    """``result.json`` of a run that went through all its rounds (None otherwise)."""
+    p = Path(spec.out_dir) / "result.json"
+    if not p.is_file():
+        return None
+    try:
+        r = json.loads(p.read_text())
+    except json.JSONDecodeError:
+        return None
+    return r if r.get("rounds") == spec.rounds and len(r.get("accuracy_per_round", [])) == spec.rounds else None
+
+
 def _run(spec: FederationSpec) -> dict:
+    """One federation; with ``spec.resume`` a finished one is read back and an unfinished one continues
+    from its last round checkpoint; without it the run folder is deleted first (the simulated nodes'
+    accountants live there, and a node refuses rounds it has already booked)."""
+    import shutil
+
     import torch
 
     torch.set_num_threads(1)
-    from .federation import run_inprocess
+    from .federation import latest_checkpoint, run_inprocess
 
-    r = run_inprocess(spec)
+    out = Path(spec.out_dir)
+    r = _finished(spec) if spec.resume else None
+    if r is None:
+        if not spec.resume or latest_checkpoint(out) is None:
+            shutil.rmtree(out, ignore_errors=True)
+        r = run_inprocess(spec)
     r["lr"], r["setting"], r["transition_round"] = spec.lr, spec.run_key.split("-")[0], spec.rounds // 2
     return r
 
@@ -87,6 +112,40 @@ def _run_all(specs: list[FederationSpec], workers: int) -> list[dict]:
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
         return list(ex.map(_run, specs))
+
+
+def _best(cand: list[dict]) -> dict:
+    """The run with the best final validation accuracy (ties: the smaller step size)."""
+    return max(cand, key=lambda r: (r["final_val_accuracy"], -r["lr"]))
+
+
+def tune_step_sizes(out_dir: Path, setting: str, seeds, lr_grid, *, rounds: int | None = None, workers: int = 1,
+                    resume: bool = False, max_extend: int = MAX_EXTEND) -> tuple[list[dict], list[float]]:
+    """Run every tuned method at every step size of the grid on ``seeds[0]``; while the best step
+    size of *any* method lies on an edge of the grid, extend the grid for *all* methods (double the
+    largest / halve the smallest value), at most ``max_extend`` times per edge.
+
+    Returns:
+        ``(tuning results, final grid)`` (sorted).
+    """
+    grid = sorted(float(x) for x in lr_grid)
+    specs = [replace(s, resume=resume) for s in reproduction_specs(out_dir, setting, seeds, grid, rounds=rounds)]
+    tuned = _run_all(specs, workers)
+    ext = {"up": 0, "down": 0}
+    while True:
+        best = {m: _best([r for r in tuned if r["method"] == m])["lr"] for m in TUNED}
+        add = []
+        if any(b == grid[-1] for b in best.values()) and ext["up"] < max_extend:
+            add.append(grid[-1] * 2)
+            ext["up"] += 1
+        if any(b == grid[0] for b in best.values()) and ext["down"] < max_extend and len(grid) > 1:
+            add.append(grid[0] / 2)
+            ext["down"] += 1
+        if not add:
+            return tuned, grid
+        grid = sorted(grid + add)
+        tuned += _run_all([replace(_spec(out_dir, setting, m, seeds[0], lr, rounds=rounds), resume=resume)
+                           for m in TUNED for lr in add], workers)
 
 
 def _ms(a) -> str:
@@ -116,14 +175,21 @@ def _pair_claim(name, setting, ours_m, base_m, results, paper, scale) -> Claim:
                       f"(sd {sd:.4f}, per seed {np.round(d, 4).tolist()}); gap exceeds the spread: {exceeds}.")
 
 
-def claims_from_results(results: list[dict], lrs: dict | None = None) -> list[Claim]:
-    """Claims per setting (accuracy comparisons, the late-rounds mechanism) and the privacy check."""
-    lrs = lrs or {}
+def claims_from_results(results: list[dict], lrs: dict | None = None, grids: dict | None = None) -> list[Claim]:
+    """Claims per setting (accuracy comparisons, the late-rounds mechanism) and the privacy check.
+
+    ``lrs``: setting -> method -> chosen step size; ``grids``: setting -> the (extended) grid searched."""
+    lrs, grids = lrs or {}, grids or {}
     claims = []
     for setting in dict.fromkeys(r["setting"] for r in results):
         st = SETTINGS.get(setting, {})
         n_seeds = len(_by(results, setting, "ta"))
         chosen = ", ".join(f"{m} {lrs.get(setting, {}).get(m, '?')}" for m in TUNED)
+        g = grids.get(setting)
+        if g:
+            edge = [m for m in TUNED if lrs.get(setting, {}).get(m) in (g[0], g[-1])]
+            chosen += f" (grid {[float(x) for x in g]}" + (f"; still on the grid edge after extension: {edge})"
+                                                            if edge else "; none on the edge)")
         scale = (f"{setting}: {st.get('num_clients')} clients, eps {st.get('epsilons')}, sigma={st.get('sigma')}, "
                  f"T={st.get('rounds')}, K={st.get('local_steps')}, {n_seeds} seed(s); step sizes chosen on "
                  f"validation: {chosen}")
@@ -196,13 +262,17 @@ def _plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, **overrides) -> list[Claim]:
+def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, resume: bool = False,
+              workers: int | None = None, **overrides) -> list[Claim]:
     """Run the reproduction and return its claims.
 
     Args:
-        quick: 2 seeds, grid (1, 2, 4); full: 3 seeds, grid (0.5, 1, 2, 4).
+        quick: 2 seeds, grid (1, 2, 4); full: 3 seeds, grid (0.5, 1, 2, 4); either grid is extended while a
+            method's best step size lies on its edge (:func:`tune_step_sizes`).
         out_dir: runs, ``summary.json``, ``perf.md``, ``accuracy.png``.
         seeds: seeds (default per scale); the step size is tuned on the first.
+        resume: reuse finished federations under ``out_dir/runs``, continue unfinished ones.
+        workers: federations run side by side (default 2; 1 = in this process).
         overrides: test hooks: ``settings``, ``lr_grid``, ``rounds``, ``workers``, ``perf`` (False: skip
             the timing benchmark).
     """
@@ -211,7 +281,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, **
     cfg.update({k: v for k, v in overrides.items() if k in ("settings", "lr_grid")})
     seeds = tuple(seeds) if seeds else cfg["seeds"]
     rounds = overrides.get("rounds")
-    workers = int(overrides.get("workers", min(2, os.cpu_count() or 1)))
+    workers = int(workers if workers is not None else overrides.get("workers", min(2, os.cpu_count() or 1)))
     perf = {}
     if overrides.get("perf", True):
         from .dp_sgd import per_sample_overhead
@@ -220,26 +290,28 @@ def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, **
             p = per_sample_overhead(batch=b)
             perf[f"batch{b}"] = p
     t0 = time.perf_counter()
-    tuning = [s for st in cfg["settings"] for s in reproduction_specs(out_dir, st, seeds, cfg["lr_grid"], rounds=rounds)]
-    tuned = _run_all(tuning, workers)
     lrs: dict[str, dict[str, float]] = {}
+    grids: dict[str, list[float]] = {}
     results = []
     for st in cfg["settings"]:
+        tuned, grids[st] = tune_step_sizes(out_dir, st, seeds, cfg["lr_grid"], rounds=rounds, workers=workers,
+                                           resume=resume)
         lrs[st] = {}
         for m in TUNED:
-            cand = [r for r in tuned if r["setting"] == st and r["method"] == m]
-            best = max(cand, key=lambda r: (r["final_val_accuracy"], -r["lr"]))
+            cand = [r for r in tuned if r["method"] == m]
+            best = _best(cand)
             lrs[st][m] = best["lr"]
             for r in cand:
                 r["tuning_only"] = r is not best
             results += cand
-    rest = [_spec(out_dir, st, m, s, lrs[st]["ta" if m == "ta-reverse" else m], rounds=rounds)
+    rest = [replace(_spec(out_dir, st, m, s, lrs[st]["ta" if m == "ta-reverse" else m], rounds=rounds),
+                    resume=resume)
             for st in cfg["settings"] for m in METHODS for s in seeds if m == "ta-reverse" or s != seeds[0]]
     results += _run_all(rest, workers)
     sim_s = time.perf_counter() - t0
     kept = [r for r in results if not r.get("tuning_only")]
     (out_dir / "summary.json").write_text(json.dumps({"perf": perf, "simulation_seconds": sim_s, "lr_chosen": lrs,
-        "lr_grid": list(cfg["lr_grid"]), "runs": [
+        "lr_grid": list(cfg["lr_grid"]), "lr_grid_final": grids, "runs": [
             {k: r[k] for k in ("setting", "method", "seed", "lr", "final_accuracy", "final_val_accuracy",
                                "epsilon_spent", "epsilon_budget", "accuracy_per_round", "noise")}
             | {"tuning_only": bool(r.get("tuning_only"))} for r in results]}, indent=2) + "\n")
@@ -248,4 +320,4 @@ def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, **
              f"{p['ratio_wall']:.2f}x wall" for b, p in ((k[5:], v) for k, v in perf.items())]
     (out_dir / "perf.md").write_text("\n".join(lines + [f"{len(results)} runs in {sim_s:.1f} s wall"]) + "\n")
     _plot(kept, out_dir / "accuracy.png")
-    return [replace(c) for c in claims_from_results(results, lrs)]
+    return [replace(c) for c in claims_from_results(results, lrs, grids)]

@@ -115,11 +115,21 @@ def check_sharding(accelerator) -> None:
     has no ``summon_full_params``. Supported: one process, DDP, FSDP v1 (``configs/accelerate/fsdp.yaml``),
     DeepSpeed ZeRO-1/2 (``configs/accelerate/deepspeed-zero2.yaml``).
 
+    The update takes one optimiser step per rollout batch, so gradient accumulation must be off (a
+    DeepSpeed config's ``gradient_accumulation_steps`` reaches the Accelerator through
+    ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS``; with k > 1 the loss would be divided by k and DeepSpeed
+    would step only every k-th update).
+
     Raises:
-        ValueError: ZeRO stage 3, or ``fsdp_version: 2``.
+        ValueError: ZeRO stage 3, ``fsdp_version: 2``, or gradient accumulation other than 1.
     """
     from accelerate.utils import DistributedType
 
+    gas = getattr(accelerator, "gradient_accumulation_steps", 1)
+    if gas != 1:
+        raise ValueError(f"gradient_accumulation_steps is {gas}: vBoN takes one optimiser step per rollout "
+                         "batch; set gradient_accumulation_steps: 1 in the accelerate config (raise "
+                         "--prompts-per-step for a larger batch)")
     dt = accelerator.distributed_type
     state = getattr(accelerator, "state", None)
     if dt == DistributedType.DEEPSPEED:
