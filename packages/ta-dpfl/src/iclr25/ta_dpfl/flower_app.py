@@ -162,8 +162,8 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
                    quiet=None if spec.progress else True)
     for t in bar:
         rec = ConfigRecord(state.public_config(t).to_record())
-        ok, bad = _exchange(grid, list(label_of), "train", lambda _: RecordDict({"arrays": arrays, "config": rec}),
-                            round_timeout)
+        ok, bad = _exchange(grid, list(label_of), "train",
+                            lambda _, a=arrays, c=rec: RecordDict({"arrays": a, "config": c}), round_timeout)
         replies = {label_of[nid]: dict(c["metrics"]) for nid, c in ok.items()}
         state.record_round(t, replies, {label_of[nid]: why for nid, why in bad.items()})
         if ok:
