@@ -75,7 +75,7 @@ def by_setting(settings: list[str], repeats: int) -> dict:
         steps = training_batches(st)
         rows = []
         print(f"\n{st}: model {in_f} -> {hidden or '-'} -> {classes}; expected batches q*m "
-              f"{min(steps)}..{max(steps)} ({sum(steps)} DP-SGD steps per seed over the 4 methods)")
+              f"{min(steps)}..{max(steps)} ({sum(steps.values())} DP-SGD steps per seed over the 4 methods)")
         print(f"{'batch':>5}  {'steps':>6}  {'plain ms':>8}  {'DP ms':>7}  {'ratio':>6}")
         for b in sorted(steps):
             p = per_sample_overhead(in_features=in_f, hidden=hidden, num_classes=classes, batch=b, repeats=repeats)
