@@ -1,6 +1,8 @@
-"""A real local deployment on Flower's deployment engine: ``flower-superlink --insecure`` and three
+"""A real local deployment on Flower's deployment engine: ``flower-superlink --insecure`` and two
 ``flower-supernode`` processes on 127.0.0.1, each with its own budget in ``--node-config``, then
-``flwr run`` for 2 rounds on the digits data. Checks every client's reported ε against its own budget,
+``flwr run`` for 2 rounds (one saving, one spending) on the digits data. Two nodes, not three: every
+message starts a fresh ``flwr-clientapp`` process that imports torch (query + 2 rounds = 3 per node),
+which is most of the test's CPU time; two different budgets check the same things. Checks every client's reported ε against its own budget,
 and stops every process it started (bounded in time)."""
 
 import json
@@ -20,7 +22,7 @@ pytest.importorskip("flwr")
 PKG = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 NODES = [  # (epsilon, saving factor): client-owned, never in the run config
-    (1.0, 0.5), (2.0, 0.75), (4.0, 1.0)]
+    (1.0, 0.5), (4.0, 1.0)]
 DEADLINE_S = float(os.environ.get("TA_DPFL_DEPLOY_TIMEOUT", "420"))  # flwr run, seconds
 
 
@@ -59,7 +61,7 @@ def _stop(procs):
             p.wait(timeout=10)
 
 
-def test_local_deployment_superlink_three_supernodes(tmp_path):
+def test_local_deployment_superlink_two_supernodes(tmp_path):
     if not (BIN / "flower-superlink").exists() or not (BIN / "flwr").exists():
         pytest.skip("flower-superlink / flwr not installed next to this python")
     home = tmp_path / "flwr-home"
@@ -107,10 +109,11 @@ def test_local_deployment_superlink_three_supernodes(tmp_path):
             f.close()
     assert all(p.poll() is not None for p in procs)
     res = json.loads(result.read_text())
-    assert res["clients"] == ["0", "1", "2"] and len(res["accuracy_per_round"]) == 2
+    labels = [str(n) for n in range(len(NODES))]
+    assert res["clients"] == labels and len(res["accuracy_per_round"]) == 2
     assert res["epsilon_budget"] == [e for e, _ in NODES]  # reported by the nodes themselves
     for spent, (eps, _) in zip(res["epsilon_spent"], NODES):
         assert 0 < spent <= eps + 1e-9
-    assert res["noise"] == {"0": "secure", "1": "secure", "2": "secure"}
+    assert res["noise"] == dict.fromkeys(labels, "secure")
     sched = json.loads((out_dir / "schedule.json").read_text())
-    assert [sched["clients"][k]["rho"] for k in ("0", "1", "2")] == [0.5, 0.75, 1.0] and sched["excluded"] == {}
+    assert [sched["clients"][k]["rho"] for k in labels] == [r for _, r in NODES] and sched["excluded"] == {}

@@ -86,3 +86,33 @@ def test_pyproject_version_matches_and_flower_app_declared():
     cfg = py["tool"]["flwr"]["app"]["config"]
     assert "epsilons" not in cfg and "rhos" not in cfg  # budgets are the nodes', not the run's
     spec_from_run_config(cfg)
+
+
+def test_ray_startup_failure_is_bounded_clear_and_leaves_no_process(monkeypatch):
+    """Ray's 30 s raylet wait running out (heavy load) must be an error naming the way out, after
+    stopping every process the failed ``ray.init`` started — not a hang with orphan raylets."""
+    import subprocess
+    import sys
+    import time
+
+    ray = pytest.importorskip("ray")
+    from iclr25.ta_dpfl import flower_app
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    started = []
+
+    def failing_init(**kwargs):  # what Ray does under load: processes started, then the raylet wait expires
+        assert kwargs["num_cpus"] == 2 and kwargs["include_dashboard"] is False
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
+        raise Exception("The current node timed out during startup.")  # Ray raises a bare Exception
+
+    monkeypatch.setattr(ray, "init", failing_init)
+    t0 = time.monotonic()
+    with pytest.raises(flower_app.RayStartupError, match=r"2 attempt\(s\).*timed out during startup.*inprocess"):
+        flower_app.start_ray(2, attempts=2)
+    assert time.monotonic() - t0 < 30
+    assert len(started) == 2
+    for p in started:
+        assert p.poll() is not None  # stopped (and reaped) by start_ray
+    with pytest.raises(ValueError, match="attempts"):
+        flower_app.start_ray(2, attempts=0)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from iclr25.ta_dpfl.accounting import epsilon_spent
 from iclr25.ta_dpfl.client import ClientState, NodeConfig, PublicConfig, client_train
 from iclr25.ta_dpfl.config import FederationSpec
 from iclr25.ta_dpfl.dp_sgd import build_model
 from iclr25.ta_dpfl.federation import run_inprocess
 from iclr25.ta_dpfl.noise import SecureRandom, SeededRandom, derive_insecure_seed, poisson_indices
-from iclr25.ta_dpfl.accounting import epsilon_spent
 from iclr25.ta_dpfl.schedule import BudgetInfeasibleError, make_schedule, rate_for_round
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -90,9 +91,13 @@ def _train(cfg: TrainConfig) -> int:
 
         results = [run_inprocess(s) for s in specs]
     else:
-        from .flower_app import simulate
+        from .flower_app import RayStartupError, simulate
 
-        results = simulate(specs, num_cpus=cfg.num_cpus)
+        try:
+            results = simulate(specs, num_cpus=cfg.num_cpus)
+        except RayStartupError as e:  # bounded and cleaned up; the message names the way out
+            print(f"error: {e}", file=sys.stderr)
+            return 3
     accs = [r["final_accuracy"] for r in results]
     summary = {"method": cfg.method, "seeds": list(cfg.seeds), "final_accuracy": accs,
                "epsilon_spent_max_over_budget": max(

@@ -27,7 +27,15 @@ import torch
 
 from iclr25.core.jsonl import append_jsonl, read_jsonl
 
-from .client import EPS_TOL, ClientState, ClientUnavailable, NodeConfig, PublicConfig, client_report, client_train
+from .client import (
+    EPS_TOL,
+    ClientState,
+    ClientUnavailable,
+    NodeConfig,
+    PublicConfig,
+    client_report,
+    client_train,
+)
 from .config import FederationSpec
 from .data import load_federated
 from .dp_sgd import PrivacyBudgetExceeded, build_model, evaluate

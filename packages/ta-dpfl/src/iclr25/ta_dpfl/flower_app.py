@@ -162,8 +162,8 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
                    quiet=None if spec.progress else True)
     for t in bar:
         rec = ConfigRecord(state.public_config(t).to_record())
-        ok, bad = _exchange(grid, list(label_of), "train", lambda _: RecordDict({"arrays": arrays, "config": rec}),
-                            round_timeout)
+        ok, bad = _exchange(grid, list(label_of), "train",
+                            lambda _, a=arrays, c=rec: RecordDict({"arrays": a, "config": c}), round_timeout)
         replies = {label_of[nid]: dict(c["metrics"]) for nid, c in ok.items()}
         state.record_round(t, replies, {label_of[nid]: why for nid, why in bad.items()})
         if ok:
@@ -248,6 +248,115 @@ def _shutdown_ray() -> None:
         pass
 
 
+#: Ray's wait for its raylet to register (``raylet_start_wait_time_s = 30`` in
+#: ``ray/_private/node.py``, Ray 2.55; hard-coded, no environment variable or ``ray.init`` argument)
+RAY_NODE_START_WAIT_S = 30.0
+
+
+class RayStartupError(RuntimeError):
+    """Ray (the backend of Flower's simulation engine) did not start; nothing of it is left running."""
+
+
+def _child_pids() -> set[int]:
+    """PIDs of this process's direct children (Linux ``/proc``; empty elsewhere)."""
+    me, out = os.getpid(), set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == me:  # field 4: ppid (after "(comm)")
+            out.add(int(e))
+    return out
+
+
+def _stop_pids(pids: set[int], grace_s: float = 5.0) -> None:
+    """SIGTERM, then after ``grace_s`` SIGKILL, the given child processes (by PID; reaped after)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        t0 = time.monotonic()
+        while alive and time.monotonic() - t0 < grace_s:
+            for pid in list(alive):
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        alive.remove(pid)
+                except ChildProcessError:  # not ours to reap / already gone
+                    if not os.path.exists(f"/proc/{pid}"):
+                        alive.remove(pid)
+            time.sleep(0.1)
+        pids = set(alive)
+        if not pids:
+            return
+
+
+def start_ray(num_cpus: int, verbose: bool = False, attempts: int | None = None) -> None:
+    """Start Ray for Flower's simulation engine *before* Flower does, so that a failed start is a
+    bounded, clearly worded error instead of a hang (Flower 1.42 starts Ray from its simulation thread;
+    when ``ray.init`` fails there, the ServerApp thread keeps waiting for nodes).
+
+    Ray waits at most :data:`RAY_NODE_START_WAIT_S` for its raylet to register (hard-coded, no knob);
+    on a heavily loaded machine that can run out. Each failed attempt stops every process it started
+    (the children of this process that appeared during ``ray.init``: GCS server, raylet, reaper, ...).
+    Flower's ``RayBackend`` then reuses this Ray instance (it only calls ``ray.init`` when Ray is not
+    initialised), with the same ``runtime_env`` PYTHONPATH Flower would set.
+
+    Args:
+        num_cpus: CPUs given to Ray (one ClientApp actor each).
+        verbose: forward the workers' logs.
+        attempts: tries (default: ``TA_DPFL_RAY_START_ATTEMPTS`` or 2), each bounded by Ray's 30 s.
+
+    Raises:
+        RayStartupError: no attempt started Ray; names the cause and the way out (``--engine inprocess``).
+    """
+    import sys
+
+    import ray
+
+    if ray.is_initialized():
+        return
+    n = int(os.environ.get("TA_DPFL_RAY_START_ATTEMPTS", "2")) if attempts is None else int(attempts)
+    if n < 1:
+        raise ValueError(f"attempts must be >= 1, got {n} (TA_DPFL_RAY_START_ATTEMPTS)")
+    pythonpath = os.pathsep.join(sys.path)
+    if os.environ.get("PYTHONPATH"):
+        pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
+    os.environ["PYTHONPATH"] = pythonpath  # as Flower's RayBackend.init_ray does
+    errors = []
+    for i in range(n):
+        before = _child_pids()
+        t0 = time.monotonic()
+        try:
+            ray.init(num_cpus=int(num_cpus), include_dashboard=False, log_to_driver=verbose,
+                     runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+            return
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception on the start-up timeout
+            errors.append(f"attempt {i + 1}: {type(e).__name__}: {e} (after {time.monotonic() - t0:.0f} s)")
+            log.warning("Ray did not start (%s)", errors[-1])
+            _shutdown_ray()
+            _stop_pids(_child_pids() - before)
+    raise RayStartupError(
+        f"Ray (the backend of Flower's simulation engine) did not start in {n} attempt(s): "
+        + "; ".join(errors) + f". Ray waits at most {RAY_NODE_START_WAIT_S:g} s for its raylet (hard-coded in "
+        "ray/_private/node.py), which a heavily loaded machine can exceed. Retry on a less loaded machine, raise "
+        "TA_DPFL_RAY_START_ATTEMPTS, or run the same client/server logic without Ray: --engine inprocess. "
+        "Every process the failed start left was stopped.")
+
+
 def simulate(specs: list[FederationSpec], num_cpus: int = 2, verbose: bool = False) -> list[dict]:
     """Run ``specs`` (same number of clients) in ONE Flower simulation (Ray backend, one ClientApp
     actor per CPU); Ray starts once for all of them. Each simulated SuperNode's configuration is
@@ -259,6 +368,7 @@ def simulate(specs: list[FederationSpec], num_cpus: int = 2, verbose: bool = Fal
     Raises:
         ValueError: specs with different numbers of clients or repeated run keys.
         BudgetInfeasibleError: before Ray starts.
+        RayStartupError: Ray did not start (:func:`start_ray`; bounded, nothing left running).
         RuntimeError / the server's exception: a run failed.
     """
     from flwr.simulation import run_simulation
@@ -277,6 +387,7 @@ def simulate(specs: list[FederationSpec], num_cpus: int = 2, verbose: bool = Fal
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                "init_args": {"num_cpus": int(num_cpus), "include_dashboard": False, "log_to_driver": verbose}}
     try:
+        start_ray(num_cpus, verbose)  # a failed start is an error here, before any Flower thread waits
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             run_simulation(server_app=make_server_app(specs, sink), client_app=make_client_app(by_run),

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,12 +105,21 @@ def _run(spec: FederationSpec) -> dict:
     return r
 
 
-def _run_all(specs: list[FederationSpec], workers: int) -> list[dict]:
-    if workers <= 1 or len(specs) <= 1:
-        return [_run(s) for s in specs]
+def _pool(workers: int) -> ProcessPoolExecutor:
     import multiprocessing as mp
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+
+
+def _run_all(specs: list[FederationSpec], workers: int | Executor) -> list[dict]:
+    """Run ``specs``: in this process (``workers <= 1``), in a fresh pool of ``workers`` processes, or in
+    the given executor (:func:`reproduce` keeps one pool for the whole run: every fresh ``spawn``
+    worker pays ~15 CPU s of imports (torch, Opacus, torch._dynamo) and re-solves the schedules)."""
+    if isinstance(workers, Executor):
+        return list(workers.map(_run, specs)) if len(specs) > 1 else [_run(s) for s in specs]
+    if workers <= 1 or len(specs) <= 1:
+        return [_run(s) for s in specs]
+    with _pool(workers) as ex:
         return list(ex.map(_run, specs))
 
 
@@ -119,7 +128,8 @@ def _best(cand: list[dict]) -> dict:
     return max(cand, key=lambda r: (r["final_val_accuracy"], -r["lr"]))
 
 
-def tune_step_sizes(out_dir: Path, setting: str, seeds, lr_grid, *, rounds: int | None = None, workers: int = 1,
+def tune_step_sizes(out_dir: Path, setting: str, seeds, lr_grid, *, rounds: int | None = None,
+                    workers: int | Executor = 1,
                     resume: bool = False, max_extend: int = MAX_EXTEND) -> tuple[list[dict], list[float]]:
     """Run every tuned method at every step size of the grid on ``seeds[0]``; while the best step
     size of *any* method lies on an edge of the grid, extend the grid for *all* methods (double the
@@ -262,6 +272,28 @@ def _plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _reproduce_runs(out_dir: Path, cfg: dict, seeds, rounds, workers: int | Executor, resume: bool,
+                    lrs: dict, grids: dict) -> list[dict]:
+    """Tuning per setting, then every method at its chosen step size on the other seeds (fills
+    ``lrs`` and ``grids``)."""
+    results = []
+    for st in cfg["settings"]:
+        tuned, grids[st] = tune_step_sizes(out_dir, st, seeds, cfg["lr_grid"], rounds=rounds, workers=workers,
+                                           resume=resume)
+        lrs[st] = {}
+        for m in TUNED:
+            cand = [r for r in tuned if r["method"] == m]
+            best = _best(cand)
+            lrs[st][m] = best["lr"]
+            for r in cand:
+                r["tuning_only"] = r is not best
+            results += cand
+    rest = [replace(_spec(out_dir, st, m, s, lrs[st]["ta" if m == "ta-reverse" else m], rounds=rounds),
+                    resume=resume)
+            for st in cfg["settings"] for m in METHODS for s in seeds if m == "ta-reverse" or s != seeds[0]]
+    return results + _run_all(rest, workers)
+
+
 def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, resume: bool = False,
               workers: int | None = None, **overrides) -> list[Claim]:
     """Run the reproduction and return its claims.
@@ -293,21 +325,12 @@ def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, re
     lrs: dict[str, dict[str, float]] = {}
     grids: dict[str, list[float]] = {}
     results = []
-    for st in cfg["settings"]:
-        tuned, grids[st] = tune_step_sizes(out_dir, st, seeds, cfg["lr_grid"], rounds=rounds, workers=workers,
-                                           resume=resume)
-        lrs[st] = {}
-        for m in TUNED:
-            cand = [r for r in tuned if r["method"] == m]
-            best = _best(cand)
-            lrs[st][m] = best["lr"]
-            for r in cand:
-                r["tuning_only"] = r is not best
-            results += cand
-    rest = [replace(_spec(out_dir, st, m, s, lrs[st]["ta" if m == "ta-reverse" else m], rounds=rounds),
-                    resume=resume)
-            for st in cfg["settings"] for m in METHODS for s in seeds if m == "ta-reverse" or s != seeds[0]]
-    results += _run_all(rest, workers)
+    pool = _pool(workers) if workers > 1 else None  # one pool for the whole run (imports paid once per worker)
+    try:
+        results = _reproduce_runs(out_dir, cfg, seeds, rounds, pool or workers, resume, lrs, grids)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     sim_s = time.perf_counter() - t0
     kept = [r for r in results if not r.get("tuning_only")]
     (out_dir / "summary.json").write_text(json.dumps({"perf": perf, "simulation_seconds": sim_s, "lr_chosen": lrs,
