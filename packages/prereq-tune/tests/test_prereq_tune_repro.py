@@ -145,6 +145,7 @@ def _check_integration(data):
     assert c1["ours"] - c1["baseline"] >= 0.1, c1["note"]
 
 
+@pytest.mark.slow
 def test_fast_path_matches_straightforward_tiny(tmp_path):
     """ReproSettings.fast (fused GELU, merged knowledge forward, skipped no-op activations, one
     evaluation pass per adapter stack) gives the straightforward path's results on a tiny world:
