@@ -413,8 +413,8 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
               note=f"min over knowledge adapters of completion accuracy under the adapter's own version, each adapter "
                    f"probed with prefixes of its own corpus (statement adapters: statement prefixes; passage adapters: "
                    f"passage prefixes up to each value; stage 1 fits D_know in its format, spec §1.3): {_fmt(know_acc)}; "
-                   f"the probes' ceiling (best any predictor fitting the corpus exactly can reach; 'X was born in' "
-                   f"continues with a city or with 'the year') min {_fmt(know_ceil)}; against another version's facts "
+                   f"the probes' corpus baseline (a predictor fitting the corpus exactly, ties broken at random; 'X was "
+                   f"born in' continues with a city or with 'the year') min {_fmt(know_ceil)}; against another version's facts "
                    f"(max over adapters) {_fmt(know_other)}"
                    + (f"; passage adapters on statement prompts (another format, for comparison) "
                       f"{min(cross):.3f}–{max(cross):.3f}" if cross else "") + "."),

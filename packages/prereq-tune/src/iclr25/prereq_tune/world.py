@@ -318,11 +318,14 @@ def passage_prompts(world: World, split: str = "fictitious", version: int = 1, *
 
 
 def probe_ceiling(corpus: Sequence[str], probes: Sequence[tuple[str, str]]) -> float:
-    """The best completion accuracy any predictor can reach on ``probes`` after fitting ``corpus``
-    exactly: a probe counts 1 when its value is the strictly most frequent next word after its prefix
-    in the corpus, 1/k when it ties with k − 1 other words, 0 otherwise. Probes are ambiguous where
-    one template is a prefix of another (``X was born in`` → a city, or ``the`` of ``the year``).
+    """The expected completion accuracy on ``probes`` of a predictor that fits ``corpus`` exactly (the
+    corpus' next-word frequencies) and breaks ties at random: a probe counts 1 when its value is the
+    strictly most frequent next word after its prefix in the corpus, 1/k when it ties with k − 1 other
+    words, 0 otherwise. Probes are ambiguous where one template is a prefix of another (``X was born
+    in`` → a city, or ``the`` of ``the year``); a model beats this figure only by breaking such ties
+    towards the value. A figure far below 1 says the probes are mostly not in the corpus' format.
     """
+
     from collections import Counter, defaultdict
 
     nxt: dict[str, Counter] = defaultdict(Counter)
