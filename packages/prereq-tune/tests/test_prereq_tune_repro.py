@@ -143,3 +143,30 @@ def _check_integration(data):
         assert c[k]["baseline"] <= 0.3 and c[k]["ours"] - c[k]["baseline"] >= 0.5, c[k]["note"]
     c1 = c["factuality/prereq_gt_sft_fictitious"]
     assert c1["ours"] - c1["baseline"] >= 0.1, c1["note"]
+
+
+@pytest.mark.slow
+def test_fast_path_matches_straightforward_tiny(tmp_path):
+    """ReproSettings.fast (fused GELU, merged knowledge forward, skipped no-op activations, one
+    evaluation pass per adapter stack) gives the straightforward path's results on a tiny world:
+    the same accuracies (to one question) and losses to float rounding."""
+    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
+                   know_args=replace(R.QUICK.know_args, epochs=2), skill_args=replace(R.QUICK.skill_args, epochs=2),
+                   fict_max_epochs=2, fict_eval_every=1)
+    fast = R.run_seed(tiny, 0, 0, cache=str(tmp_path), threads=1)
+    slow = R.run_seed(replace(tiny, fast=False), 0, 0, cache=str(tmp_path), threads=1)
+
+    def nums(r):
+        return {"m0": r["m0"]["completion_real_test"], "sft_real": r["sft_real"]["real_test"],
+                "fict": r["sft_fict"]["real_test"], "fict_own": r["sft_fict"]["own_train"],
+                "single": r["single"]["real_test"], "multi": r["multi"]["real_test"],
+                **{f"ctl_{k}_{u}": x for k, d in r["multi"]["control"].items() for u, x in d.items()},
+                **{f"know_{k}": d["completion_own_version"] for k, d in r["knowledge"].items()}}
+
+    a, b = nums(fast), nums(slow)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k] == pytest.approx(b[k], abs=1 / 30 + 1e-9), k      # 30 questions per split here
+    assert fast["sft_real"]["final_loss"] == pytest.approx(slow["sft_real"]["final_loss"], rel=1e-3)
+    assert fast["frozen"]["changed_frozen"] == slow["frozen"]["changed_frozen"] == []
+    assert fast["frozen"]["skill_unchanged"] == slow["frozen"]["skill_unchanged"] == []

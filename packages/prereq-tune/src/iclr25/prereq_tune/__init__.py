@@ -18,7 +18,7 @@ from ._version import __version__
 _LAZY = {
     # world
     "World": "world", "Entity": "world", "make_world": "world", "knowledge_corpus": "world",
-    "pretraining_corpus": "world", "skill_examples": "world", "qa_items": "world", "statement_prompts": "world",
+    "pretraining_corpus": "world", "skill_examples": "world", "qa_items": "world", "statement_prompts": "world", "passage_prompts": "world", "probe_ceiling": "world",
     "chance_accuracy": "world", "world_tokenizer": "world", "world_vocabulary": "world", "TINY_FORMAT": "world",
     "ATTRIBUTES": "world", "VALUES": "world",
     # data
@@ -41,7 +41,7 @@ _LAZY = {
     "completion_accuracy": "evaluation", "generate_answers": "evaluation", "generate_longform": "evaluation",
     "ClaimScorer": "evaluation", "qa_em_accuracy": "evaluation",
     # models
-    "M0Spec": "model", "pretrain_m0": "model", "load_base_model": "model",
+    "M0Spec": "model", "pretrain_m0": "model", "load_base_model": "model", "fuse_gelu": "model",
     # reproduction
     "reproduce": "reproduce",
 }

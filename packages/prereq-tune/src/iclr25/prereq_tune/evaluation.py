@@ -28,6 +28,7 @@ __all__ = [
     "em_match",
     "qa_accuracy",
     "first_token_predictions",
+    "first_token_accuracy",
     "completion_accuracy",
     "generate_answers",
     "qa_em_accuracy",
@@ -94,7 +95,7 @@ def first_token_predictions(model: Any, tokenizer: Any, prompts: Sequence[str], 
     was_training = model.training
     model.eval()
     try:
-        with adapter_stack(model, adapters), torch.no_grad():
+        with adapter_stack(model, adapters), torch.inference_mode():
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(list(prompts[i:i + batch_size]), add_special_tokens=True)["input_ids"]
                 width = max(len(e) for e in enc)
@@ -112,11 +113,34 @@ def first_token_predictions(model: Any, tokenizer: Any, prompts: Sequence[str], 
     return out
 
 
-def _first_answer_token(tokenizer: Any, answer: str, fmt: PromptFormat) -> int:
-    ids = tokenizer(fmt.render_answer(answer), add_special_tokens=False)["input_ids"]
-    if not ids:
-        raise ValueError(f"answer {answer!r} tokenises to nothing")
-    return int(ids[0])
+def _first_tokens(tokenizer: Any, texts: Sequence[str]) -> dict[str, int]:
+    """First token id of each distinct text (one batched tokenizer call)."""
+    uniq = list(dict.fromkeys(texts))
+    if not uniq:
+        return {}
+    enc = tokenizer(uniq, add_special_tokens=False)["input_ids"]
+    out = {}
+    for t, ids in zip(uniq, enc):
+        if not ids:
+            raise ValueError(f"answer {t!r} tokenises to nothing")
+        out[t] = int(ids[0])
+    return out
+
+
+def first_token_accuracy(tokenizer: Any, predictions: Sequence[int], gold: Sequence[Sequence[str]],
+                         fmt: PromptFormat = OFFICIAL_FORMAT) -> float:
+    """Fraction of ``predictions`` (token ids, from :func:`first_token_predictions`) equal to the first
+    token of any answer in the matching ``gold`` list (rendered with ``fmt``). Lets one forward pass be
+    scored against several answer versions (the same questions, version-1 vs version-2 answers).
+
+    Raises:
+        ValueError: no predictions, or ``gold`` of another length.
+    """
+    if not predictions or len(gold) != len(predictions):
+        raise ValueError(f"first_token_accuracy: {len(gold)} gold answer lists for {len(predictions)} predictions")
+    first = _first_tokens(tokenizer, [fmt.render_answer(a) for g in gold for a in g])
+    ok = [p in {first[fmt.render_answer(a)] for a in g} for p, g in zip(predictions, gold)]
+    return sum(ok) / len(ok)
 
 
 def qa_accuracy(model: Any, tokenizer: Any, items: Sequence[QAItem], *, adapters: Sequence[str] | None = None,
@@ -146,8 +170,7 @@ def qa_accuracy(model: Any, tokenizer: Any, items: Sequence[QAItem], *, adapters
     if len(golds) != len(items):
         raise ValueError(f"qa_accuracy: {len(golds)} gold answer lists for {len(items)} items")
     pred = first_token_predictions(model, tokenizer, [fmt.render_prompt(it.question) for it in items], adapters=adapters)
-    ok = [p in {_first_answer_token(tokenizer, a, fmt) for a in g} for p, g in zip(pred, golds)]
-    acc = sum(ok) / len(ok)
+    acc = first_token_accuracy(tokenizer, pred, golds, fmt)
     return (acc, pred) if return_predictions else acc
 
 
@@ -158,7 +181,8 @@ def completion_accuracy(model: Any, tokenizer: Any, probes: Sequence[tuple[str, 
     if not probes:
         raise ValueError("completion_accuracy: no probes")
     pred = first_token_predictions(model, tokenizer, [p for p, _ in probes], adapters=adapters)
-    gold = [tokenizer(" " + v, add_special_tokens=False)["input_ids"][0] for _, v in probes]
+    first = _first_tokens(tokenizer, [" " + v for _, v in probes])
+    gold = [first[" " + v] for _, v in probes]
     return sum(int(a == b) for a, b in zip(pred, gold)) / len(probes)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from .world import World, pretraining_corpus, world_tokenizer, world_vocabulary
 
-__all__ = ["M0Spec", "pretrain_m0", "m0_dir", "load_base_model"]
+__all__ = ["M0Spec", "pretrain_m0", "m0_dir", "load_base_model", "fuse_gelu"]
 
 log = logging.getLogger(__name__)
 _FORMAT = "prereq-tune-m0-v1"
@@ -134,3 +134,24 @@ def load_base_model(name_or_path: str, *, device: str = "auto", dtype: str = "au
     if tok.eos_token_id is None:
         raise ValueError(f"the tokenizer of {name_or_path!r} has no EOS token; completion-only training needs one")
     return model, tok
+
+
+def fuse_gelu(model: Any) -> int:
+    """Swap GPT-2's ``gelu_new`` activation modules for the fused ``gelu_pytorch_tanh`` kernel (a speed-up
+    only: both compute ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``; ``gelu_new`` spells it as five
+    separate tensor ops, each with its own autograd node, the fused one as one op forward and one
+    backward). Outputs agree up to float32 rounding (max |Δlogit| ≈ 1e-5 on M0, tested); the weights
+    and the config are not touched.
+
+    Returns:
+        The number of activation modules replaced (0 for a model without ``gelu_new``).
+    """
+    from transformers.activations import ACT2FN, NewGELUActivation
+
+    n = 0
+    for mod in model.modules():
+        for name, child in list(mod.named_children()):
+            if type(child) is NewGELUActivation:
+                setattr(mod, name, ACT2FN["gelu_pytorch_tanh"])
+                n += 1
+    return n

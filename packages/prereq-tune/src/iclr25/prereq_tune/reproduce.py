@@ -33,6 +33,7 @@ from typing import Any
 from iclr25.core import Claim
 
 from ._version import __version__
+from .data import PromptFormat
 from .lora import KNOWLEDGE_TINY, SKILL_TINY, LoraSpec
 from .model import M0Spec
 from .training import KNOWLEDGE_ARGS_TINY, SKILL_ARGS_TINY, TrainArgs
@@ -65,6 +66,12 @@ class ReproSettings:
             ``skill_args.epochs`` subject-epochs each row is counted only epochs / V times).
         seeds: default seeds.
         share_world: later seeds reuse the first seed's world and M0 (adapter stages only).
+        fast: the optimised path (the same method and recipe, float-rounding-level differences):
+            M0's ``gelu_new`` replaced by the fused kernel of the same formula (:func:`fuse_gelu`) and
+            the Prereq-Tune skill stages with ``knowledge_forward="merged"`` (the frozen knowledge
+            LoRA folded into copies of the base weights). ``False``: the straightforward path (PEFT's
+            stacked forward, the five-op GELU). Evaluation is the same in both (one forward pass per
+            adapter stack, scored against every answer version).
     """
 
     n_real: int = 200
@@ -84,6 +91,7 @@ class ReproSettings:
     multi_epochs: float | None = None
     seeds: tuple[int, ...] = (0, 1)
     share_world: bool = True
+    fast: bool = True
 
 
 #: Quick: the knowledge LoRAs train 20 epochs instead of the prototype's 40 (measured on the quick
@@ -97,6 +105,10 @@ FULL = ReproSettings(n_real=400, n_fict=200, formats=("statement", "passage"), s
 def multi_epochs(s: ReproSettings) -> float:
     """Subject-epochs of the multi-version skill LoRA (see :class:`ReproSettings`)."""
     return float(s.multi_epochs) if s.multi_epochs is not None else float(s.skill_args.epochs * s.n_versions)
+
+
+#: completion probes score the next word itself (" value"), as :func:`completion_accuracy` does
+_VALUE_FMT = PromptFormat(prompt="{question}", answer=" {answer}")
 
 
 def _know_name(form: str, v: int) -> str:
@@ -124,11 +136,12 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
 
     from iclr25.core.seed import seed_everything
 
-    from .evaluation import completion_accuracy, qa_accuracy
+    from .evaluation import completion_accuracy, first_token_accuracy, first_token_predictions, qa_accuracy
     from .lora import add_knowledge_adapter, add_skill_adapter, adapter_parameters, tensor_hashes
-    from .model import pretrain_m0
+    from .model import fuse_gelu, pretrain_m0
     from .training import train_knowledge_adapter, train_skill_adapter
-    from .world import TINY_FORMAT, chance_accuracy, knowledge_corpus, make_world, qa_items, skill_examples, statement_prompts
+    from .world import (TINY_FORMAT, chance_accuracy, knowledge_corpus, make_world, passage_prompts, probe_ceiling, qa_items,
+                        skill_examples, statement_prompts)
 
     if threads:
         torch.set_num_threads(threads)
@@ -138,6 +151,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     world = make_world(s.n_real, s.n_fict, s.n_versions, world_seed, n_templates=s.n_templates, n_passages=s.n_passages)
     m0, tok, m0_path, m0_info = pretrain_m0(world, replace(s.m0, seed=world_seed), cache=cache, progress=not quiet)
     m0 = m0.to(device)
+    if s.fast:
+        fuse_gelu(m0)
+    know_fwd = "merged" if s.fast else "stacked"
     out: dict[str, Any] = {"world_seed": world_seed, "train_seed": train_seed, "m0": {
         "path": str(m0_path), "cached": m0_info["cached"], "pretrain_seconds": m0_info.get("seconds"),
         "n_params": m0_info.get("n_params"), "vocab_size": len(tok)}, "chance": chance_accuracy(), "timing": {}}
@@ -183,11 +199,25 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
             r = train_knowledge_adapter(model, tok, name, knowledge_corpus(world, v, form),
                                         replace(s.know_args, seed=1000 * train_seed + v), quiet=quiet)
             know.setdefault(v, []).append(name)
-            acc_own = completion_accuracy(model, tok, statement_prompts(world, "fictitious", v), adapters=[name])
+            # probed in the adapter's own training format (stage 1 fits D_know in that format, spec §1.3):
+            # statement prefixes for a statement adapter, passage prefixes for a passage adapter
             other = 1 + (v % s.n_versions)
-            acc_other = completion_accuracy(model, tok, statement_prompts(world, "fictitious", other), adapters=[name])
+            if form == "passage":
+                probes = passage_prompts(world, "fictitious", v)
+                probes_other = passage_prompts(world, "fictitious", v, answer_version=other)
+            else:
+                probes = statement_prompts(world, "fictitious", v)
+                probes_other = statement_prompts(world, "fictitious", other)
+            pred = first_token_predictions(model, tok, [p for p, _ in probes], adapters=[name])
+            acc_own = first_token_accuracy(tok, pred, [[a] for _, a in probes], fmt=_VALUE_FMT)
+            acc_other = first_token_accuracy(tok, pred, [[a] for _, a in probes_other], fmt=_VALUE_FMT)
             out["knowledge"][name] = {"final_loss": r.final_loss, "steps": r.steps, "seconds": round(r.seconds, 2),
-                                      "completion_own_version": acc_own, "completion_other_version": acc_other}
+                                      "probe_format": form, "completion_own_version": acc_own,
+                                      "completion_other_version": acc_other,
+                                      "probe_ceiling": probe_ceiling(knowledge_corpus(world, v, form), probes)}
+            if form == "passage":  # the cross-format number (statement prompts), for comparison only
+                out["knowledge"][name]["completion_statement_prompts"] = completion_accuracy(
+                    model, tok, statement_prompts(world, "fictitious", v), adapters=[name])
             dump(f"knowledge/{name}")
             log.info("seed (world %d, train %d): knowledge LoRA %s: completion own version %.3f, other %.3f "
                      "(%.0f CPU-s so far)", world_seed, train_seed, name, acc_own, acc_other, out["timing"]["cpu_so_far"])
@@ -230,8 +260,10 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     r = train_skill_adapter(model, tok, skill_examples(world, "fictitious", 1), (),
                             replace(s.skill_args, epochs=s.fict_max_epochs, seed=train_seed), skill="sft_fict", fmt=fmt,
                             quiet=quiet, callback=stop_fict)
+    last_eval = hist[-1]["train_acc"] if hist and hist[-1]["epoch"] == r.epochs_done else None  # same weights
     out["sft_fict"] = {"real_test": qa_accuracy(model, tok, rtest, adapters=["sft_fict"], fmt=fmt),
-                       "own_train": qa_accuracy(model, tok, ftrain[1], adapters=["sft_fict"], fmt=fmt),
+                       "own_train": last_eval if last_eval is not None else
+                       qa_accuracy(model, tok, ftrain[1], adapters=["sft_fict"], fmt=fmt),
                        "epochs": r.epochs_done, "stopped_early": r.stopped_early, "history": hist, "steps": r.steps}
     tick("sft_fict", t0)
 
@@ -240,7 +272,7 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     add_skill("skill_single", 2)
     r = train_skill_adapter(model, tok, skill_examples(world, "fictitious", 1), know[1],
                             replace(s.skill_args, seed=train_seed), skill="skill_single", multi_version=True,
-                            alternate_groups=len(know[1]) > 1, fmt=fmt, quiet=quiet)
+                            alternate_groups=len(know[1]) > 1, fmt=fmt, quiet=quiet, knowledge_forward=know_fwd)
     out["single"] = {"real_test": qa_accuracy(model, tok, rtest, adapters=["skill_single"], fmt=fmt),
                      "fict_train_v1": qa_accuracy(model, tok, ftrain[1], adapters=["skill_single"], fmt=fmt),
                      "with_know_v1": qa_accuracy(model, tok, ftrain[1], adapters=[know[1][0], "skill_single"], fmt=fmt),
@@ -253,19 +285,24 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     r = train_skill_adapter(model, tok, skill_examples(world, "fictitious"), know_names,
                             replace(s.skill_args, epochs=multi_epochs(s), seed=train_seed), skill="skill_multi",
                             multi_version=True,
-                            alternate_groups=len(s.formats) > 1, fmt=fmt, quiet=quiet)
+                            alternate_groups=len(s.formats) > 1, fmt=fmt, quiet=quiet, knowledge_forward=know_fwd)
     multi: dict[str, Any] = {"epochs": multi_epochs(s), "steps": r.steps, "draws": r.draws, "rows_forwarded": r.rows_forwarded,
                              "rows_counted": r.rows_counted}
     multi["real_test"] = qa_accuracy(model, tok, rtest, adapters=["skill_multi"], fmt=fmt)
-    skill_alone = {v: qa_accuracy(model, tok, ftrain[v], adapters=["skill_multi"], fmt=fmt) for v in ftrain}
+    # one forward pass per adapter stack over the fictitious training questions (the same questions
+    # in every version), scored against each version's answers
+    fq = ftrain[1]
+    pred_alone = first_token_predictions(model, tok, [fmt.render_prompt(it.question) for it in fq], adapters=["skill_multi"])
+    skill_alone = {v: first_token_accuracy(tok, pred_alone, [it.answers for it in ftrain[v]], fmt) for v in ftrain}
     multi["fict_train_by_version"] = skill_alone
     multi["fict_train_max"] = max(skill_alone.values())
     # knowledge-controlled QA (Table 2): adapter of version k plugged in, scored against version u
     ctrl: dict[str, dict[int, float]] = {}
     for k in (1, 2):
         adapter = know[k][0]
-        ctrl[adapter] = {u: qa_accuracy(model, tok, ftrain[u], adapters=[adapter, "skill_multi"], fmt=fmt)
-                         for u in ftrain}
+        pred_k = first_token_predictions(model, tok, [fmt.render_prompt(it.question) for it in fq],
+                                         adapters=[adapter, "skill_multi"])
+        ctrl[adapter] = {u: first_token_accuracy(tok, pred_k, [it.answers for it in ftrain[u]], fmt) for u in ftrain}
     multi["control"] = ctrl
     out["multi"] = multi
     tick("multi", t0)
@@ -329,6 +366,9 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
     m0qa = col(lambda r: r["m0"]["qa_real_test"])
     know_acc = col(lambda r: min(k["completion_own_version"] for k in r["knowledge"].values()))
     know_other = col(lambda r: max(k["completion_other_version"] for k in r["knowledge"].values()))
+    know_ceil = col(lambda r: min(k.get("probe_ceiling", float("nan")) for k in r["knowledge"].values()))
+    cross = [k.get("completion_statement_prompts") for r in runs for k in r["knowledge"].values()
+             if k.get("completion_statement_prompts") is not None]
     changed = col(lambda r: len(r["frozen"]["changed_frozen"]))
     unchanged_skill = col(lambda r: len(r["frozen"]["skill_unchanged"]))
     n_frozen = runs[0]["frozen"]["n_knowledge"] + runs[0]["frozen"]["n_base"]
@@ -366,11 +406,18 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
               ours=mean(m0c), threshold=0.8, paper="the base model knows the facts the skill LoRA must learn to read",
               note=f"{_fmt(m0c)}; chance {chance:.4f}; M0's QA accuracy on R_test before any SFT (it never saw the QA "
                    f"format) {_fmt(m0qa)}. {scale}."),
-        Claim("mechanism/knowledge_adapters_hold_facts", "statement completion on F with Δknow⁽ᵛ⁾, worst adapter",
+        Claim("mechanism/knowledge_adapters_hold_facts",
+              "completion on F with Δknow⁽ᵛ⁾ in the adapter's own training format, worst adapter",
               ours=mean(know_acc), threshold=0.8,
               paper="stage 1 makes the knowledge LoRAs know the fictitious facts (prerequisite for C2/C3)",
-              note=f"min over knowledge adapters of completion accuracy under the adapter's own version: {_fmt(know_acc)}; "
-                   f"against another version's facts (max over adapters) {_fmt(know_other)}."),
+              note=f"min over knowledge adapters of completion accuracy under the adapter's own version, each adapter "
+                   f"probed with prefixes of its own corpus (statement adapters: statement prefixes; passage adapters: "
+                   f"passage prefixes up to each value; stage 1 fits D_know in its format, spec §1.3): {_fmt(know_acc)}; "
+                   f"the probes' corpus baseline (a predictor fitting the corpus exactly, ties broken at random; 'X was "
+                   f"born in' continues with a city or with 'the year') min {_fmt(know_ceil)}; against another version's facts "
+                   f"(max over adapters) {_fmt(know_other)}"
+                   + (f"; passage adapters on statement prompts (another format, for comparison) "
+                      f"{min(cross):.3f}–{max(cross):.3f}" if cross else "") + "."),
         Claim("factuality/prereq_gt_sft_fictitious", "R_test QA accuracy, no knowledge adapter (θ₀+Δskill)",
               ours=mean(multi_rt), baseline=mean(fict_rt), margin=0.1,
               paper="Table 1: Prereq-Tune 47.91 vs SFT_fictitious 44.98 (PopQA); persons 45.30 vs 15.44",

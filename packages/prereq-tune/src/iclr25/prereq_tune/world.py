@@ -36,6 +36,8 @@ __all__ = [
     "VALUES",
     "STATEMENT_TEMPLATES",
     "QUESTION_TEMPLATES",
+    "passage_prompts",
+    "probe_ceiling",
     "PASSAGE_CLAUSES",
     "TINY_FORMAT",
     "Entity",
@@ -269,17 +271,77 @@ def _statements(world: World, entities: Sequence[Entity], version: int) -> list[
     return out
 
 
-def _passages(world: World, entities: Sequence[Entity], version: int, salt: int) -> list[str]:
+def _passage_clauses(world: World, entities: Sequence[Entity], version: int, salt: int) -> list[tuple[Entity, tuple[int, ...]]]:
+    """(entity, clause order) of every passage, in corpus order (the order drawn per entity)."""
     rng = np.random.default_rng([world.seed, version, salt, 7])
     perms = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
     out = []
     for e in entities:
         order = rng.permutation(len(perms))
         for k in range(world.n_passages):
-            p = perms[order[k % len(perms)]]
-            cl = [PASSAGE_CLAUSES[ATTRIBUTES[i]].format(value=e.fact(ATTRIBUTES[i], version)) for i in p]
-            out.append(f"{e.name} {cl[0]} , {cl[1]} and {cl[2]} .")
+            out.append((e, perms[order[k % len(perms)]]))
     return out
+
+
+def _passages(world: World, entities: Sequence[Entity], version: int, salt: int) -> list[str]:
+    out = []
+    for e, p in _passage_clauses(world, entities, version, salt):
+        cl = [PASSAGE_CLAUSES[ATTRIBUTES[i]].format(value=e.fact(ATTRIBUTES[i], version)) for i in p]
+        out.append(f"{e.name} {cl[0]} , {cl[1]} and {cl[2]} .")
+    return out
+
+
+def passage_prompts(world: World, split: str = "fictitious", version: int = 1, *,
+                    answer_version: int | None = None) -> list[tuple[str, str]]:
+    """Passage-completion probes: ``(prefix, value)`` at every attribute value of every passage of the
+    passage-form corpus (the knowledge corpus of F under ``version``; for real splits, the passages
+    M0 would be pre-trained on), the prefix being the passage up to that value (e.g. ``"X works as a
+    baker , was born in"``) — the format a passage-form knowledge adapter was trained on, as
+    :func:`statement_prompts` is for a statement-form one. ``answer_version`` scores the same
+    prefixes against another version's values (default ``version``).
+    """
+    ents = world.entities(split)
+    fict = split == "fictitious"
+    if fict and not 1 <= version <= world.n_versions:
+        raise ValueError(f"version={version} must be in 1..{world.n_versions}")
+    v_text = version if fict else 1
+    v_gold = (answer_version if answer_version is not None else version) if fict else 1
+    seps = ("", " ,", " and")
+    out = []
+    for e, p in _passage_clauses(world, ents, v_text, salt=1 if fict else 0):
+        filled = [PASSAGE_CLAUSES[ATTRIBUTES[i]].format(value=e.fact(ATTRIBUTES[i], v_text)) for i in p]
+        for j, i in enumerate(p):
+            a = ATTRIBUTES[i]
+            head = "".join(f"{seps[k]} {filled[k]}" for k in range(j))
+            out.append((f"{e.name}{head}{seps[j]} {PASSAGE_CLAUSES[a].split('{value}')[0].rstrip()}", e.fact(a, v_gold)))
+    return out
+
+
+def probe_ceiling(corpus: Sequence[str], probes: Sequence[tuple[str, str]]) -> float:
+    """The expected completion accuracy on ``probes`` of a predictor that fits ``corpus`` exactly (the
+    corpus' next-word frequencies) and breaks ties at random: a probe counts 1 when its value is the
+    strictly most frequent next word after its prefix in the corpus, 1/k when it ties with k − 1 other
+    words, 0 otherwise. Probes are ambiguous where one template is a prefix of another (``X was born
+    in`` → a city, or ``the`` of ``the year``); a model beats this figure only by breaking such ties
+    towards the value. A figure far below 1 says the probes are mostly not in the corpus' format.
+    """
+
+    from collections import Counter, defaultdict
+
+    nxt: dict[str, Counter] = defaultdict(Counter)
+    for t in corpus:
+        w = t.split()
+        for k in range(1, len(w)):
+            nxt[" ".join(w[:k])][w[k]] += 1
+    tot = 0.0
+    for prefix, value in probes:
+        c = nxt.get(" ".join(prefix.split()), Counter())
+        if not c or c[value] == 0:
+            continue
+        top = max(c.values())
+        if c[value] == top:
+            tot += 1.0 / sum(1 for x in c.values() if x == top)
+    return tot / len(probes) if probes else float("nan")
 
 
 def knowledge_corpus(world: World, version: int = 1, form: Literal["statement", "passage"] = "statement") -> list[str]:
