@@ -93,9 +93,12 @@ class ReproSettings:
         if quick:
             return cls()
         return cls(seeds=(0, 1, 2), base_per_seed=True,
-                   # AdamW beta2 = 0.98: with 0.999 the seed-0 base of this recipe did not learn the trap
-                   # (exact argmax correct on 23% of test prompts; seed 1: 80%); with 0.98 it does (100%)
-                   base=TrapBaseConfig(n_strings=102_400, epochs=2, beta2=0.98), n_train=1000, n_test=400,
+                   # AdamW beta2 = 0.98: with 0.999 the seed-0 base of the 1,600-step recipe did not learn the
+                   # trap (exact argmax correct on 23% of test prompts; seed 1: 80%); with 0.98 it does (100%).
+                   # 4 epochs (3,200 steps at batch 128): at 2 epochs the seed-2 base and the p_c = 0.2 / 0.1 bases
+                   # stayed on the units-digit plateau; more updates on the same data (batch 64 x 3,200 or
+                   # 32 x 6,400 steps) did not help on held-out seeds 100 / 101 at p_c = 0.1 (README deviation 10)
+                   base=TrapBaseConfig(n_strings=102_400, epochs=4, beta2=0.98), n_train=1000, n_test=400,
                    bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True)
 
 
