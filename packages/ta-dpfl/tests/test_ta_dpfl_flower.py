@@ -53,6 +53,14 @@ def test_client_app_reads_its_budget_from_node_config_and_refuses_to_overspend(t
     bad = client_app(Message(content=RecordDict({"arrays": arrays, "config": cfg}), dst_node_id=1,
                              message_type="train"), ctx)
     assert "status" in bad.content and "already run" in bad.content["status"]["error"]
+    # ... and says what its accountant booked, so the server's record is not its last *successful* reply
+    assert bad.content["status"]["epsilon-spent"] == pytest.approx(eps[-1])
+    state.record_round(2, {"0": {"epsilon-spent": eps[1], "noise-secure": 1}}, {})
+    assert state.client_eps["0"] == pytest.approx(eps[1])  # server checkpointed round 2, client booked round 3
+    state.record_round(3, {}, {"0": bad.content["status"]["error"]}, {"0": bad.content["status"]["epsilon-spent"]})
+    assert state.client_eps["0"] == pytest.approx(eps[-1]) and state.missed["0"] == [3]
+    with pytest.raises(RuntimeError, match="budget"):  # a booked figure above the budget is caught as well
+        state.record_round(3, {}, {"0": "x"}, {"0": 2.5})
 
 
 def test_node_config_errors_name_the_key():

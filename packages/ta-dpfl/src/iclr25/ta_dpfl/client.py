@@ -38,6 +38,7 @@ __all__ = [
     "client_report",
     "client_schedule",
     "client_train",
+    "booked_epsilon",
     "EPS_TOL",
 ]
 
@@ -377,3 +378,18 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
     sd = {kk: v.detach().cpu() for kk, v in model.state_dict().items()}
     return sd, metrics, new
 
+
+def booked_epsilon(node: NodeConfig, public: PublicConfig, state: ClientState) -> float | None:
+    """The ε the client's own accountant has booked for this run (RDP over the rounds in ``state``
+    at the client's ``(σ, K)``), or None before its first round.
+
+    A client that refuses a round (it already ran it before a crash, or its budget is used up)
+    sends this with the refusal, so the server's record shows what the client spent rather than
+    its last successful reply; it is the same figure every successful reply carries
+    (``epsilon-spent``), so the server learns nothing new.
+    """
+    if not state.rounds:
+        return None
+    _, y_np, _, _ = _partition(node)
+    sched = client_schedule(node, public, len(y_np))
+    return float(epsilon_spent(state.history(sched.sigma, sched.local_steps), node.delta))

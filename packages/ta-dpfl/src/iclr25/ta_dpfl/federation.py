@@ -33,6 +33,7 @@ from .client import (
     ClientUnavailable,
     NodeConfig,
     PublicConfig,
+    booked_epsilon,
     client_report,
     client_train,
 )
@@ -247,18 +248,24 @@ class ServerState:
              "excluded": self.excluded}) + "\n")
         return self.schedules
 
-    def record_round(self, round_: int, replies: dict[str, dict], missing: dict[str, str]) -> None:
+    def record_round(self, round_: int, replies: dict[str, dict], missing: dict[str, str],
+                     booked: dict[str, float] | None = None) -> None:
         """Store what each client reported after ``round_`` and who missed it.
+
+        ``booked``: the ε a client that missed the round says its accountant has booked (sent with
+        its refusal, e.g. a round it already ran before a crash); it replaces that client's record,
+        which would otherwise be its last successful reply and under-report what it spent.
 
         Raises:
             RuntimeError: a client reports more than its budget.
         """
-        for lab, met in replies.items():
-            e = float(met["epsilon-spent"])
+        for lab, e in [*((lab, float(m["epsilon-spent"])) for lab, m in replies.items()),
+                       *((lab, float(e)) for lab, e in (booked or {}).items())]:
             budget = float(self.reports.get(lab, {}).get("epsilon", math.inf))
             if e > budget + EPS_TOL:
                 raise RuntimeError(f"client {lab} reports eps={e} > its budget {budget}")
             self.client_eps[lab] = e
+        for lab, met in replies.items():
             self.noise[lab] = "secure" if int(met.get("noise-secure", 1)) else "insecure-seed"
         for lab, why in missing.items():
             self.missed.setdefault(lab, []).append(int(round_))
@@ -378,17 +385,20 @@ def run_inprocess(spec: FederationSpec) -> dict:
                    quiet=None if spec.progress else True)
     for t in bar:
         pub = state.public_config(t)
-        sds, ms, replies, missing = [], [], {}, {}
+        sds, ms, replies, missing, booked = [], [], {}, {}, {}
         for lab, node in zip(labels, nodes):
             try:
                 sd, met, cstate[lab] = client_train(node, pub, cstate[lab], global_sd)
             except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
                 missing[lab] = f"{type(e).__name__}: {e}"
+                b = booked_epsilon(node, pub, cstate[lab])
+                if b is not None:
+                    booked[lab] = b
                 continue
             sds.append(sd)
             ms.append(int(met["num-examples"]))
             replies[lab] = met
-        state.record_round(t, replies, missing)
+        state.record_round(t, replies, missing, booked)
         if sds:
             global_sd = fedavg(sds, ms)
         row = state.end_round(t, global_sd)

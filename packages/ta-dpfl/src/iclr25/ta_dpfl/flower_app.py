@@ -27,7 +27,15 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from .client import ClientState, ClientUnavailable, NodeConfig, PublicConfig, client_report, client_train
+from .client import (
+    ClientState,
+    ClientUnavailable,
+    NodeConfig,
+    PublicConfig,
+    booked_epsilon,
+    client_report,
+    client_train,
+)
 from .config import FederationSpec, group_budgets
 from .dp_sgd import PrivacyBudgetExceeded
 from .federation import ServerState, fedavg, plan, simulated_nodes
@@ -52,8 +60,11 @@ def _load_state(context: Context, node: NodeConfig, run_key: str) -> ClientState
     return ClientState.load(node, run_key) or ClientState()
 
 
-def _refusal(msg: Message, e: Exception) -> Message:
-    return Message(content=RecordDict({"status": ConfigRecord({"error": f"{type(e).__name__}: {e}"})}), reply_to=msg)
+def _refusal(msg: Message, e: Exception, epsilon_spent: float | None = None) -> Message:
+    rec: dict = {"error": f"{type(e).__name__}: {e}"}
+    if epsilon_spent is not None:  # what this node's accountant has booked (as every reply says)
+        rec["epsilon-spent"] = float(epsilon_spent)
+    return Message(content=RecordDict({"status": ConfigRecord(rec)}), reply_to=msg)
 
 
 def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> ClientApp:
@@ -85,7 +96,7 @@ def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> Cl
         try:
             sd, met, new = client_train(node, public, state, msg.content["arrays"].to_torch_state_dict())
         except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
-            return _refusal(msg, e)
+            return _refusal(msg, e, booked_epsilon(node, public, state))
         context.state[_state_key(public.run_key)] = ConfigRecord({"rounds": new.rounds, "rates": new.rates})
         return Message(content=RecordDict({"arrays": ArrayRecord(sd), "metrics": MetricRecord(met)}), reply_to=msg)
 
@@ -97,22 +108,27 @@ client_app = make_client_app()
 
 # ---------------------------------------------------------------------------------------- server
 def _exchange(grid: Grid, node_ids: list[int], message_type: str, content_of, timeout: float
-              ) -> tuple[dict[int, RecordDict], dict[int, str]]:
+              ) -> tuple[dict[int, RecordDict], dict[int, str], dict[int, float]]:
+    """Send one message to each node; ``(replies, reasons of the nodes that missed it, the ε a
+    refusing node says it has booked)``."""
     msgs = [Message(content=content_of(nid), dst_node_id=nid, message_type=message_type) for nid in node_ids]
     replies = list(grid.send_and_receive(msgs, timeout=timeout))
-    ok, bad = {}, {}
+    ok, bad, booked = {}, {}, {}
     for m in replies:
         src = m.metadata.src_node_id
         if m.has_error():
             bad[src] = f"error: {m.error.reason}"
         elif "status" in m.content:
-            bad[src] = str(m.content["status"]["error"])
+            st = m.content["status"]
+            bad[src] = str(st["error"])
+            if "epsilon-spent" in st:
+                booked[src] = float(st["epsilon-spent"])
         else:
             ok[src] = m.content
     for nid in node_ids:
         if nid not in ok and nid not in bad:
             bad[nid] = f"no reply within {timeout:g} s"
-    return ok, bad
+    return ok, bad, booked
 
 
 def _wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
@@ -147,7 +163,7 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
     state = ServerState(spec)
     node_ids = _wait_for_nodes(grid, spec.num_clients if min_nodes is None else min_nodes, round_timeout)
     pub0 = state.public_config(0)
-    ok, bad = _exchange(grid, node_ids, "query", lambda _: RecordDict({"config": ConfigRecord(pub0.to_record())}),
+    ok, bad, _ = _exchange(grid, node_ids, "query", lambda _: RecordDict({"config": ConfigRecord(pub0.to_record())}),
                         round_timeout)
     if bad:
         log.warning("query: nodes did not report: %s", bad)
@@ -162,10 +178,11 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
                    quiet=None if spec.progress else True)
     for t in bar:
         rec = ConfigRecord(state.public_config(t).to_record())
-        ok, bad = _exchange(grid, list(label_of), "train",
+        ok, bad, booked = _exchange(grid, list(label_of), "train",
                             lambda _, a=arrays, c=rec: RecordDict({"arrays": a, "config": c}), round_timeout)
         replies = {label_of[nid]: dict(c["metrics"]) for nid, c in ok.items()}
-        state.record_round(t, replies, {label_of[nid]: why for nid, why in bad.items()})
+        state.record_round(t, replies, {label_of[nid]: why for nid, why in bad.items()},
+                           {label_of[nid]: e for nid, e in booked.items()})
         if ok:
             sds = [c["arrays"].to_torch_state_dict() for c in ok.values()]
             arrays = ArrayRecord(fedavg(sds, [int(c["metrics"]["num-examples"]) for c in ok.values()]))
