@@ -276,3 +276,14 @@ def test_progress_postfix_does_not_force_lines_off_a_terminal():
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "ICLR25_QUIET": "0", "ICLR25_PROGRESS": "auto"}).stderr
     assert err.count("\r") + err.count("\n") <= 4, err[:500]  # start, maybe one refresh, close
+
+
+def test_repeated_seeds_are_refused(tmp_path, capsys):
+    """A repeated seed would make a paired seed spread 0 (and every positive gain 'hold')."""
+    cmd = reproduce_command("demo", _fake_reproduce, "0.1.0")
+    rc = run_cli("iclr25-demo", "d", {"reproduce": cmd},
+                 ["reproduce", "--quick", "--out", str(tmp_path), "--seeds", "3", "4", "3"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "repeats [3]" in err and "distinct seeds" in err
+    assert not (tmp_path / "called.json").exists()

@@ -93,8 +93,15 @@ def test_pretrain_resume_and_safe_checkpoints(tmp_path, capsys):
     assert main([*common, "--steps", "4", "--checkpoint-every", "2"]) == 0
     assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 4
     assert torch.load(out / "checkpoint.pt", weights_only=True)["format"] == "iclr25-mgvga-checkpoint/1"
-    assert main([*common, "--steps", "6", "--resume"]) == 0
-    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 6
+    assert main([*common, "--steps", "4", "--resume"]) == 0  # same settings: a finished run stays finished
+    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 4
+    capsys.readouterr()
+    # changed training settings are refused, naming what changed (the schedule/RNG would not be the run's)
+    assert main([*common, "--steps", "6", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "other training settings" in err and "steps: 4 -> 6" in err and "Traceback" not in err
+    assert main([*common, "--steps", "4", "--lr", "0.5", "--resume"]) == 2
+    assert "lr: 0.001 -> 0.5" in capsys.readouterr().err
     # the encoder file embeds circuits directly
     src = _aag(tmp_path)
     assert main(["embed", "--inputs", str(src), "--checkpoint", str(out / "checkpoint.encoder.safetensors"),
@@ -134,6 +141,50 @@ def test_corrupt_checkpoint_is_a_clean_error(tmp_path, capsys):
     st.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
     assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(st), "--out", str(tmp_path / "e")]) == 2
     assert "not a readable safetensors file" in capsys.readouterr().err
+
+
+def test_pretrain_ctrl_c_checkpoints_the_current_step(tmp_path, capsys, monkeypatch):
+    """SIGINT during `pretrain` checkpoints the step it reached (not only the last periodic one)."""
+    import importlib
+    import signal
+
+    from iclr25.mgvga.storage import safe_torch_load
+
+    pt = importlib.import_module("iclr25.mgvga.pretrain")  # the module (the package attribute is the function)
+    real = pt.pretrain
+
+    n = []
+
+    def interrupting(*a, should_stop=None, **kw):  # deliver one real SIGINT, after step 3 of the first run
+
+        def poll():
+            n.append(1)
+            if len(n) == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return should_stop()
+
+        return real(*a, should_stop=poll, **kw)
+
+    monkeypatch.setattr(pt, "pretrain", interrupting)
+    out = tmp_path / "run"
+    args = ["pretrain", "--objective", "mgm", "--out", str(out), "--hidden-size", "16", "--num-encoder-layers", "2",
+            "--n-synthetic", "10", "--synth-max-width", "3", "--batch-size", "2", "--no-use-mirror", "--device",
+            "cpu", "--quiet", "--steps", "8", "--checkpoint-every", "100"]
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "stopped at step 3/8" in err and "checkpoint" in err
+    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 3
+    assert main([*args, "--resume"]) == 0
+    assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 8
+
+
+def test_probe_and_pretrain_bad_values_are_one_line_errors(tmp_path, capsys):
+    for extra, frag in ((["probe", "--task", "qor", "--max-recipes", "0"], "max-recipes"),
+                        (["probe", "--task", "qor", "--emb-dims", "0"], "emb-dims"),
+                        (["probe", "--task", "qor", "--emb-dims", "-1"], "emb-dims")):
+        assert main([*extra, "--out", str(tmp_path / "p")]) == 2
+        err = capsys.readouterr().err
+        assert frag in err and "Traceback" not in err
 
 
 def test_reproduce_resume_flags(tmp_path, capsys):

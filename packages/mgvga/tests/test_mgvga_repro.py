@@ -127,3 +127,11 @@ def test_reproduce_needs_two_seeds():
 def test_reproduce_quick(tmp_path, mirror):
     claims = reproduce(True, tmp_path)
     assert [c.name for c in claims] == NAMES
+
+
+def test_repeated_pretrain_seeds_are_refused():
+    """`--seeds 42 42` would make every paired spread 0, so any positive gain would 'hold'."""
+    with pytest.raises(ValueError, match="repeats a seed"):
+        ReproSettings(pretrain_seeds=(42, 42))
+    with pytest.raises(ValueError, match="repeats a seed"):
+        reproduce(True, "unused-out", seeds=[42, 42])

@@ -65,6 +65,24 @@ def test_malformed_aiger(data, frag):
     assert frag in str(e.value)
 
 
+def test_aiger_header_bounds_checked_before_allocation():
+    """A 30-byte file whose header claims 2e9 variables must fail at once, not allocate 16 GB."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CircuitFormatError, match="max_variables"):
+        read_aiger(data=b"aig 2000000000 1 0 1 1\n2\n", name="huge")
+    with pytest.raises(CircuitFormatError, match="need at least"):
+        read_aiger(data=b"aag 4000000 2000000 0 1 2000000\n2\n", name="huge")
+    with pytest.raises(CircuitFormatError, match="need at least"):  # binary ANDs need >= 2 bytes each
+        read_aiger(data=b"aig 3000000 1 0 1 2999999\n2\n", name="huge", max_variables=10**7)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: nothing sized by M
+    # the bound is a parameter, and a legal file just under it still reads
+    c = read_aiger(data=b"aag 3 2 0 1 1\n2\n4\n6\n6 2 4\n", max_variables=3)
+    assert c.num_pis == 2 and c.ands.shape == (1, 2)
+    with pytest.raises(CircuitFormatError, match="max_variables=2"):
+        read_aiger(data=b"aag 3 2 0 1 1\n2\n4\n6\n6 2 4\n", max_variables=2)
+
+
 def test_malformed_aiger_names_line(tmp_path):
     p = tmp_path / "bad.aag"
     p.write_bytes(b"aag 3 2 0 1 1\n2\n4\n9\n6 2 4\n")

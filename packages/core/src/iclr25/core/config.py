@@ -352,6 +352,10 @@ def _apply_common(prog: str, name: str, cfg: Any) -> Any:
     seeds = getattr(cfg, "seeds", None)
     if seeds is not None and (len(seeds) == 0 or any(s < 0 for s in seeds)):
         raise ConfigError(f"seeds={seeds} must be a non-empty list of integers >= 0")
+    if seeds is not None and len(set(seeds)) != len(seeds):
+        dup = sorted({s for s in seeds if list(seeds).count(s) > 1})
+        raise ConfigError(f"seeds={list(seeds)} repeats {dup}: a repeated seed is not a second run "
+                          "(seed spreads would be understated); give distinct seeds")
     if cfg.out is None:
         cfg.out = default_out(prog, name, cfg)
     if cfg.threads is not None:
@@ -374,9 +378,12 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     rewritten with a warning.
 
     A :class:`ConfigError` or ``ValueError`` raised while parsing or validating the config (e.g.
-    in the dataclass's ``__post_init__``), and a ``ValueError`` or ``FileNotFoundError`` raised by
-    the command itself (bad input data), is printed as ``prog SUB: error: ...`` with exit code 2,
-    without a traceback; set ``ICLR25_DEBUG=1`` to get the traceback instead.
+    in the dataclass's ``__post_init__``), and a ``ValueError``, ``FileNotFoundError``,
+    ``FileExistsError`` (bad input data, an output that would be overwritten) or
+    ``FloatingPointError`` (a diverged run) raised by the command itself, is printed as
+    ``prog SUB: error: ...`` with exit code 2, without a traceback; set ``ICLR25_DEBUG=1`` to get
+    the traceback instead. ``KeyboardInterrupt`` (Ctrl-C, or a command's own clean stop) prints
+    ``prog SUB: interrupted`` with the exception's message, exit code 130.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     width = max(len(n) for n in commands) if commands else 0
@@ -409,13 +416,14 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
         return int(e.code or 0)
     try:
         code = cmd.run(cfg)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
         if debug:
             raise
         print(f"{prog} {name}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{prog} {name}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        detail = f" ({e})" if str(e) else ""  # e.g. "stopped at step 25/1500; checkpoint ... holds it"
+        print(f"{prog} {name}: interrupted{detail}", file=sys.stderr)
         return 130
     return int(code or 0)
 

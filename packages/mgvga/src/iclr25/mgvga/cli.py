@@ -96,9 +96,13 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     model = MGVGAPretrainer(cfg)
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
-    hist = pretrain(model, mgm, vga, emb, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=c.seed,
-                    checkpoint=out / "checkpoint.pt", checkpoint_every=c.checkpoint_every, resume=c.resume,
-                    device=dev, progress=not c.quiet, vga_text_mask=tmask)
+    from .reproduce import _graceful_stop
+
+    with _graceful_stop() as stop:  # Ctrl-C / SIGTERM: checkpoint the current step, then stop (exit 130)
+        stop.in_pretrain = True
+        hist = pretrain(model, mgm, vga, emb, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=c.seed,
+                        checkpoint=out / "checkpoint.pt", checkpoint_every=c.checkpoint_every, resume=c.resume,
+                        device=dev, progress=not c.quiet, vga_text_mask=tmask, should_stop=lambda: stop.requested)
     last = hist[-1] if hist else {}
     print(json.dumps(last, indent=1))
     print(f"pretrain[{c.objective}]: {last.get('step', 0)} steps, loss {last.get('loss', float('nan')):.4f} -> "

@@ -148,6 +148,12 @@ class ProbeConfig(CommonOptions, SeedsOption):
     """EPFL designs of the gate-level probes."""
 
     def __post_init__(self) -> None:
+        if self.max_recipes < 2:
+            raise ValueError(f"--max-recipes {self.max_recipes}: the QoR head needs >= 2 labelled recipes per design")
+        if self.emb_dims is not None and self.emb_dims < 1:
+            raise ValueError(f"--emb-dims {self.emb_dims} must be >= 1 (None keeps every dimension)")
+        if self.epochs < 1:
+            raise ValueError(f"--epochs {self.epochs} must be >= 1")
         _out_folder(self, "probe", "probe.json")
 
 

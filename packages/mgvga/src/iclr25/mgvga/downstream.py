@@ -143,10 +143,14 @@ def qor_lodo(design_emb: dict[str, torch.Tensor], labels: dict[str, tuple], reci
 
     Raises:
         ValueError: fewer than 2 designs (after excluding constant-label ones), naming them; an
-            unknown ``head``; non-finite embeddings.
+            unknown ``head``; non-finite embeddings; ``max_recipes < 2``; ``emb_dims < 1``.
     """
     if head not in ("mlp", "ridge"):
         raise ValueError(f"head must be 'mlp' or 'ridge', got {head!r}")
+    if max_recipes is not None and max_recipes < 2:
+        raise ValueError(f"max_recipes={max_recipes}: the head needs >= 2 labelled recipes per design")
+    if emb_dims is not None and emb_dims < 1:
+        raise ValueError(f"emb_dims={emb_dims} must be >= 1 (None keeps every dimension)")
     excluded = {}
     for d in designs:
         a = labels[d][2]

@@ -39,12 +39,19 @@ def _decode_varints(buf: bytes, start: int, count: int, path) -> tuple[np.ndarra
     return out, pos
 
 
-def read_aiger(path: str | Path | None = None, *, data: bytes | None = None, name: str | None = None) -> Circuit:
+MAX_AIGER_VARIABLES = 50_000_000
+"""Default bound on an AIGER header's M (variables): arrays are sized by it before the body is read."""
+
+
+def read_aiger(path: str | Path | None = None, *, data: bytes | None = None, name: str | None = None,
+               max_variables: int = MAX_AIGER_VARIABLES) -> Circuit:
     """Read ASCII (``aag``) or binary (``aig``) AIGER 1.9 (combinational or with latches, which are cut).
 
     Args:
         path: file to read (or give ``data``).
         data: the file's bytes.
+        max_variables: refuse headers declaring more variables (M) than this (default 50 M, i.e.
+            a few GB of index arrays); raise it for larger circuits.
 
     Returns:
         :class:`Circuit` with names from the symbol table when present.
@@ -52,7 +59,8 @@ def read_aiger(path: str | Path | None = None, *, data: bytes | None = None, nam
     Raises:
         CircuitFormatError: bad header (``M < I + L + A``, unknown format), a literal out of range
             or odd where it must be even, an AND that refers to an undefined variable (or a cycle,
-            i.e. an AND fanin that is not defined before use), truncated data.
+            i.e. an AND fanin that is not defined before use), truncated data (checked against the
+            header counts before anything is allocated), ``M > max_variables``.
     """
     if data is None:
         data = Path(path).read_bytes()
@@ -71,6 +79,17 @@ def read_aiger(path: str | Path | None = None, *, data: bytes | None = None, nam
     if min(M, I, L, O, A) < 0 or M < I + L + A:
         raise CircuitFormatError(path, 1, f"header says M={M} but I+L+A={I + L + A}; M must be >= I+L+A")
     binary = header[0] == "aig"
+    if M > max_variables:
+        raise CircuitFormatError(path, 1, f"header declares M={M:,} variables, more than this reader holds "
+                                 f"(max_variables={max_variables:,}); pass read_aiger(..., max_variables=N) "
+                                 "for a larger circuit")
+    # every line the counts announce needs >= 2 bytes (a digit and a newline; a binary AND >= 2 varint
+    # bytes): check before allocating anything sized by the header
+    need = 2 * (L + O + A) + (0 if binary else 2 * I)
+    if need > len(data) - (nl + 1):
+        raise CircuitFormatError(path, 1, f"header counts (I={I:,} L={L:,} O={O:,} A={A:,}) need at least "
+                                 f"{need:,} bytes after the header, the file has {len(data) - nl - 1:,}: "
+                                 "truncated file or wrong header")
     maxlit = 2 * M + 1
     lineno = 1
     pos = nl + 1

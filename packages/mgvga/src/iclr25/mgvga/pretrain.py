@@ -25,13 +25,17 @@ ENCODER_FORMAT = "iclr25-mgvga-encoder/1"
 
 
 def save_checkpoint(path: str | Path, model: MGVGAPretrainer, optimizer=None, scheduler=None, step: int = 0,
-                    generator: torch.Generator | None = None, history: list | None = None) -> None:
+                    generator: torch.Generator | None = None, history: list | None = None,
+                    training: dict | None = None) -> None:
     """Write the training state atomically with ``torch.save``: tensors (model, optimiser, RNG
-    states) and plain containers only, metadata (config, step, history) as one JSON string — so
-    :func:`load_checkpoint` can read it with ``weights_only=True``."""
+    states) and plain containers only, metadata (config, step, history, the training settings a
+    resume must match) as one JSON string — so :func:`load_checkpoint` can read it with
+    ``weights_only=True``."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": CHECKPOINT_FORMAT, "config": model.cfg.to_dict(), "step": int(step), "history": history or []}
+    if training is not None:
+        meta["training"] = training
     state = {"format": CHECKPOINT_FORMAT, "meta": json.dumps(meta, allow_nan=False), "model": model.state_dict()}
     if optimizer is not None:
         state["optimizer"] = optimizer.state_dict()
@@ -174,7 +178,9 @@ def pretrain(
 
     Raises:
         ValueError: missing pools, text of the wrong shape or with NaN/inf, a non-finite or
-            non-positive ``lr``, ``steps``/``batch_size`` < 1, a resume checkpoint of another config.
+            non-positive ``lr``, ``steps``/``batch_size`` < 1, a resume checkpoint of another model
+            config or other training settings (steps, batch size, lr, weight decay, schedule floor,
+            seed, pool sizes).
 
     Returns:
         history: one dict of logged scalars every ``log_every`` steps (and the last step).
@@ -205,6 +211,9 @@ def pretrain(
                 raise ValueError(f"vga_text_mask has shape {tuple(vga_text_mask.shape)}; expected "
                                  f"{tuple(vga_text.shape[:2])} (token-level text [P, T, d_v])")
     txt_mask = vga_text_mask if need_vga else None
+    training = {"steps": int(steps), "batch_size": int(batch_size), "lr": float(lr), "weight_decay": float(weight_decay),
+                "min_lr_ratio": float(min_lr_ratio), "seed": int(seed), "n_mgm_graphs": len(mgm_graphs or []),
+                "n_vga_graphs": len(vga_graphs or [])}
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(param_groups(model, weight_decay), lr=lr)
@@ -217,6 +226,16 @@ def pretrain(
         if meta["config"] != model.cfg.to_dict():
             raise ValueError(f"--resume: {checkpoint} was written with a different model config; use a new --out "
                              "or the same settings")
+        saved = meta.get("training")
+        if saved is None:
+            log.warning("--resume: %s predates stored training settings; cannot check that steps/lr/batch/seed/"
+                        "data match the run that wrote it", checkpoint)
+        else:
+            diff = {k: (saved.get(k), v) for k, v in training.items() if saved.get(k) != v}
+            if diff:
+                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+                raise ValueError(f"--resume: {checkpoint} was written with other training settings ({what}); "
+                                 "resume with the same settings, or start a new run with another --out")
         model.load_state_dict(state["model"])
         opt = torch.optim.AdamW(param_groups(model.to(device), weight_decay), lr=lr)
         sched = cosine_schedule(opt, steps, min_lr_ratio)
@@ -269,7 +288,7 @@ def pretrain(
         stop = step + 1 < steps and should_stop is not None and bool(should_stop())
         last = step + 1 == steps or (stop_after is not None and step + 1 >= stop_after) or stop
         if checkpoint is not None and ((step + 1) % checkpoint_every == 0 or last):
-            save_checkpoint(checkpoint, model, opt, sched, step + 1, gen, history)
+            save_checkpoint(checkpoint, model, opt, sched, step + 1, gen, history, training)
         if stop:
             it.close()
             where = f"; checkpoint {checkpoint} holds it (continue with resume=True)" if checkpoint else ""

@@ -105,6 +105,9 @@ class ReproSettings:
                 raise ValueError(f"{name}={v} must be a finite number > 0")
         if len(self.pretrain_seeds) < 2:
             raise ValueError(f"pretrain_seeds={self.pretrain_seeds}: paired margins need at least 2 pre-training seeds")
+        if len(set(self.pretrain_seeds)) != len(self.pretrain_seeds):
+            raise ValueError(f"pretrain_seeds={self.pretrain_seeds} repeats a seed: the paired spread (the margin) "
+                             "would be understated; give distinct seeds")
         if self.direction not in ("fanin", "fanout", "bidirectional"):
             raise ValueError(f"direction={self.direction!r}; use fanin (official), fanout or bidirectional")
 
