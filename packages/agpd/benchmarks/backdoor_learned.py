@@ -12,7 +12,7 @@ poisoned training set and evaluation split (same seed, same code as ``run_experi
 
 ``asr - target_rate_no_trigger`` is what the trigger adds. Usage (one torch thread)::
 
-    ICLR25_DATA=/work/shared/data python packages/agpd/benchmarks/backdoor_learned.py results/agpd-full
+    ICLR25_DATA=/path/to/data python packages/agpd/benchmarks/backdoor_learned.py results/agpd-full
 """
 
 from __future__ import annotations
