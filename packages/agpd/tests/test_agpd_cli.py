@@ -82,6 +82,7 @@ def test_bad_target_and_corrupt_files_are_clean_errors(tmp_path, capsys):
     (["train", "--data", "x", "--lr", "nan"], "lr=nan must be finite"),
     (["detect", "--data", "x", "--model", "y", "--agpd.tau-z", "nan"], "tau_z=nan must be finite"),
     (["detect", "--data", "x", "--model", "y", "--agpd.m-fraction", "0"], "m_fraction=0"),
+    (["reproduce", "--quick", "--workers", "0"], "--workers 0 must be >= 1"),
 ])
 def test_bad_settings_are_clean_errors(argv, needle, tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2

@@ -77,3 +77,37 @@ def test_reproduce_quick_full(tmp_path):
     rep = run_reproduction("agpd", R.reproduce, quick=True, out_dir=tmp_path, version="test")
     assert [c.name for c in rep.claims] == NAMES
     assert rep.seconds < 600
+
+
+def _without_timings(runs):
+    return [{a: {k: v for k, v in e.items() if k != "seconds"} for a, e in r.items()} for r in runs]
+
+
+def test_reproduce_workers_match_serial(tmp_path, monkeypatch):
+    """--workers 2 (spawned processes) gives the same records and claims as the serial path, and
+    reuses finished experiments like it. Tiny config: digits, 1 epoch, BadNets + clean, 2 seeds
+    (4 experiments per path)."""
+    tiny = dict(data="digits", epochs=1, model="small", augment=False)
+    monkeypatch.setitem(R.SETTINGS, True, tiny)  # passed to the workers explicitly (spawn re-imports)
+    monkeypatch.setattr(R, "ATTACKS", ("badnets",))  # the job list is built in this process
+    ser = R.reproduce(True, tmp_path / "serial", seeds=(0, 1))
+    par = R.reproduce(True, tmp_path / "parallel", seeds=(0, 1), workers=2)
+    js = json.loads((tmp_path / "serial" / "experiments.json").read_text())
+    jp = json.loads((tmp_path / "parallel" / "experiments.json").read_text())
+    assert js["seeds"] == jp["seeds"] == [0, 1]
+    assert _without_timings(js["runs"]) == _without_timings(jp["runs"])
+    assert js["runs"][0]["badnets"]["n_poison"] > 0  # the records hold real experiments
+    strip = lambda cs: [(c.name, c.holds, None if math.isnan(c.ours) else round(c.ours, 9), c.note) for c in cs]  # noqa: E731
+    assert strip(ser) == strip(par)
+    assert sorted(p.name for p in (tmp_path / "parallel" / "experiments").iterdir()) == sorted(
+        p.name for p in (tmp_path / "serial" / "experiments").iterdir())
+
+    # the parallel path reads finished experiments in this process: nothing is recomputed
+    def boom(*a, **k):
+        raise AssertionError("run_experiment called for a finished experiment")
+
+    monkeypatch.setattr(R, "run_experiment", boom)
+    again = R.reproduce(True, tmp_path / "parallel", seeds=(0, 1), workers=2)
+    assert strip(again) == strip(par)
+    with pytest.raises(ValueError, match="workers"):
+        R.reproduce(True, tmp_path / "x", workers=0)

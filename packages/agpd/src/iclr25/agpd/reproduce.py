@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -188,8 +189,56 @@ def _markdown(exps: dict[str, dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _experiment_path(out: Path, seed: int, attack: str) -> tuple[Path, Path]:
+    """``(checkpoint, finished-experiment record)`` of one (seed, attack) under ``out``."""
+    stem = attack if seed == 0 else f"{attack}-seed{seed}"
+    return out / "checkpoints" / f"{stem}.pt", out / "experiments" / f"{stem}.json"
+
+
+def _cached(out: Path, seed: int, attack: str, settings: dict) -> dict | None:
+    """The recorded result of a finished experiment run under ``settings``, else ``None``."""
+    done = _experiment_path(out, seed, attack)[1]
+    if done.is_file():
+        rec = json.loads(done.read_text())
+        if rec.get("settings") == settings:
+            log.info("agpd reproduce: reusing %s", done)
+            return rec["result"]
+    return None
+
+
+def _run_one(out: Path, settings: dict, seed: int, attack: str) -> dict:
+    """Train + detect one (seed, attack) (or reuse its record) and record it atomically."""
+    cached = _cached(out, seed, attack, settings)
+    if cached is not None:
+        return cached
+    data = load_data(settings["data"], seed)
+    log.info("agpd reproduce: %s on %s, seed %d", attack, data.name, seed)
+    ck, done = _experiment_path(out, seed, attack)
+    res = run_experiment(data, attack, epochs=settings["epochs"], model=settings["model"],
+                         augment=settings["augment"], seed=seed, checkpoint=ck, resume=True)
+    done.parent.mkdir(parents=True, exist_ok=True)
+    tmp = done.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"settings": settings, "result": res}, default=float) + "\n")
+    tmp.replace(done)
+    return res
+
+
+def _worker_init(threads: int) -> None:
+    """Worker process start-up: one torch thread each (``threads`` per worker) and INFO logging."""
+    import torch
+
+    torch.set_num_threads(threads)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s[%(process)d]: %(message)s")
+
+
+def _job(args: tuple[str, dict, int, str]) -> dict:
+    out, settings, seed, attack = args
+    # the record goes through JSON in both paths, so serial and parallel results are the same objects
+    return json.loads(json.dumps(_run_one(Path(out), settings, seed, attack), default=float))
+
+
 def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None, threads: int | None = 1,
-              quiet: bool = False) -> list[Claim]:
+              quiet: bool = False, workers: int = 1) -> list[Claim]:
     """Run BadNets, Blended and the clean control end to end for every seed; return the claims.
     Writes ``experiments.json`` (every number, all detector settings, per-layer rho and z, per seed)
     and ``experiments.md``. Trained models are checkpointed every epoch in ``checkpoints/`` and each
@@ -200,40 +249,51 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
         quick: digits (quick) or the CIFAR-10 subset (full).
         seeds: default ``(0, 1)`` quick, ``(0, 1, 2)`` full; a seed sets the poisoned samples, the
             defender's clean split and the training order.
-        threads: torch threads while running (1: fastest for these small convolutions).
+        threads: torch threads while running (1: fastest for these small convolutions); with
+            ``workers > 1``, the threads of each worker process (default 1).
+        workers: experiments (seed x attack) run at once, each in its own (spawned) process;
+            1 = in this process, one after the other. The records, and so the claims, are the same
+            either way (each experiment seeds itself; test ``test_reproduce_workers_match_serial``);
+            only the ``seconds`` timings differ. 2 workers on 2 cores halve the wall time of a
+            3-seed full run.
 
     Raises:
+        ValueError: ``workers`` not an integer >= 1.
         iclr25.core.DataNotFoundError: full mode without the mirrored CIFAR-10 subset.
     """
     from iclr25.core.threads import limited_threads
 
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an integer >= 1 (1 = run the experiments one after the other)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    s = SETTINGS[bool(quick)]
+    s = dict(SETTINGS[bool(quick)])
     seeds = tuple(seeds) if seeds else ((0, 1) if quick else (0, 1, 2))
-    runs: list[dict[str, dict]] = []
-    with limited_threads(threads):
-        for seed in seeds:
-            data = load_data(s["data"], seed)
-            exps: dict[str, dict] = {}
-            for a in (*ATTACKS, "clean"):
-                log.info("agpd reproduce: %s on %s, seed %d", a, data.name, seed)
-                stem = a if seed == 0 else f"{a}-seed{seed}"
-                ck = out / "checkpoints" / f"{stem}.pt"
-                done = out / "experiments" / f"{stem}.json"  # finished (train + detect) experiment: reused
-                if done.is_file():
-                    rec = json.loads(done.read_text())
-                    if rec.get("settings") == s:
-                        exps[a] = rec["result"]
-                        log.info("agpd reproduce: reusing %s", done)
-                        continue
-                exps[a] = run_experiment(data, a, epochs=s["epochs"], model=s["model"], augment=s["augment"],
-                                         seed=seed, checkpoint=ck, resume=True)
-                done.parent.mkdir(parents=True, exist_ok=True)
-                tmp = done.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"settings": s, "result": exps[a]}, default=float) + "\n")
-                tmp.replace(done)
-            runs.append(exps)
+    jobs = [(seed, a) for seed in seeds for a in (*ATTACKS, "clean")]
+    results: dict[tuple[int, str], dict] = {}
+    if workers == 1:
+        with limited_threads(threads):
+            for seed, a in jobs:
+                results[seed, a] = _job((str(out), s, seed, a))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        todo = []
+        for seed, a in jobs:  # finished experiments are read here, not in a worker
+            rec = _cached(out, seed, a, s)
+            if rec is None:
+                todo.append((seed, a))
+            else:
+                results[seed, a] = json.loads(json.dumps(rec, default=float))
+        if todo:
+            log.info("agpd reproduce: %d experiment(s) on %d worker process(es)", len(todo), min(workers, len(todo)))
+            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=mp.get_context("spawn"),
+                                     initializer=_worker_init, initargs=(threads or 1,)) as pool:
+                futs = {k: pool.submit(_job, (str(out), s, *k)) for k in todo}
+                for k, f in futs.items():
+                    results[k] = f.result()
+    runs: list[dict[str, dict]] = [{a: results[seed, a] for a in (*ATTACKS, "clean")} for seed in seeds]
     (out / "experiments.json").write_text(json.dumps({"seeds": list(seeds), "runs": runs}, indent=1, default=float) + "\n")
     (out / "experiments.md").write_text("\n".join(f"## seed {sd}\n\n" + _markdown(r) for sd, r in zip(seeds, runs)))
     scale = f"{s['data']}, small Preact CNN, {s['epochs']} epochs, seeds {list(seeds)}"
