@@ -38,8 +38,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from iclr25.seal.config import CPU_SELECTOR, CPU_SFT, BilevelConfig, SFTConfig
     from iclr25.seal.bilevel import train_selector
+    from iclr25.seal.config import CPU_SELECTOR, CPU_SFT, BilevelConfig, SFTConfig
     from iclr25.seal.data import encode_pairs
     from iclr25.seal.experiment import evaluate_model
     from iclr25.seal.losses import fuse_gelu, reference_path
@@ -61,7 +61,8 @@ def main() -> None:
         cfg2 = BilevelConfig(**{**CPU_SELECTOR, "max_len": task.max_len, "sigma0": 0.97}, seed=0)
         scfg = SFTConfig(**{**CPU_SFT, "max_len": task.max_len, "seed": 0})
 
-        def comp(fast: bool) -> dict[str, float]:
+        def comp(fast: bool, base=base, tok=tok, task=task, safe=safe, ft=ft, judge=judge,
+                 cfg1=cfg1, cfg2=cfg2, scfg=scfg, k=k) -> dict[str, float]:
             ctx = reference_path() if not fast else _null()
             out = {}
             with ctx:

@@ -9,11 +9,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from iclr25.seal import losses
-
-from iclr25.seal import BilevelConfig, SFTConfig, select_top, sft, train_selector
+from iclr25.seal import BilevelConfig, SFTConfig, losses, select_top, sft, train_selector
 from iclr25.seal.bilevel import _stack_batches
-from iclr25.seal.losses import _body_and_head, fuse_gelu, per_sample_lm_loss, reference_path, token_mean_lm_loss
+from iclr25.seal.losses import (
+    _body_and_head,
+    fuse_gelu,
+    per_sample_lm_loss,
+    reference_path,
+    token_mean_lm_loss,
+)
 
 
 @pytest.fixture(autouse=True)
