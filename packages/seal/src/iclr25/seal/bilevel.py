@@ -35,7 +35,7 @@ import torch
 
 from .config import BilevelConfig
 from .data import LMDataset
-from .losses import per_sample_lm_loss
+from .losses import per_sample_lm_loss, use_reference
 from .runtime import PlainRuntime, Runtime, load_checkpoint_file, resolve_micro_batch
 from .selector import Selector, selector_loss
 
@@ -221,6 +221,17 @@ def _ckpt_write(folder: Path, runtime: Runtime, model: Any, model_opt: Any, own:
     runtime.barrier()
 
 
+def _stack_batches(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """Rows of two ``(input_ids, attention_mask, response_mask)`` batches in one batch, right-padded to
+    the wider one (right padding under a causal mask leaves every real position's output unchanged)."""
+    width = max(a[0].shape[1], b[0].shape[1])
+
+    def pad(t: torch.Tensor, value: int) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+
+    return tuple(torch.cat([pad(x, v), pad(y, v)]) for x, y, v in zip(a, b, (pad_id, 0, 0)))
+
+
 def _make_selector_opt(sel: Selector, cfg: BilevelConfig) -> torch.optim.Optimizer:
     if cfg.selector_optimizer == "adam":
         return torch.optim.AdamW(sel.parameters(), lr=cfg.lr_selector, betas=cfg.betas,
@@ -357,13 +368,19 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
                 f_idx, s_idx = step_slots[lo:lo + micro], safe_idx[lo:lo + micro]
                 real = f_idx[f_idx >= 0]
                 with runtime.accumulate(model):
-                    l_s = per_sample_lm_loss(model, *safe.batch(s_idx, dev)).mean()
+                    joint = sigma < 1.0 and bool(real.numel()) and not use_reference()
+                    if joint:  # one forward over D_safe's and D_ft's rows (the same losses as two forwards)
+                        both = per_sample_lm_loss(model, *_stack_batches(safe.batch(s_idx, dev), ft.batch(real, dev),
+                                                                         safe.pad_id))
+                        l_s, ell_joint = both[:s_idx.numel()].mean(), both[s_idx.numel():]
+                    else:
+                        l_s = per_sample_lm_loss(model, *safe.batch(s_idx, dev)).mean()
                     loss = sigma * l_s
                     ell = None
                     if real.numel():
                         batch = ft.batch(real, dev)
                         if sigma < 1.0:
-                            ell = per_sample_lm_loss(model, *batch)
+                            ell = ell_joint if joint else per_sample_lm_loss(model, *batch)
                             w = sel(real.to(dev)).detach()
                             loss = loss + (1.0 - sigma) * (world * ga / n_real) * (w * ell).sum()
                         else:  # σ = 1: D_ft does not enter the model step; its losses are only scored

@@ -20,6 +20,7 @@ import torch
 from .bilevel import epoch_plan, train_selector
 from .config import CPU_SELECTOR, CPU_SELECTOR_ADAM, CPU_SFT, BilevelConfig, SFTConfig
 from .data import LMDataset, encode_pairs
+from .losses import fuse_gelu
 from .metrics import ProgrammaticJudge, auroc, exact_match, generate_responses, refusal_rate, safety_margin
 from .selection import loss_filter_subset, oracle_subset, random_subset, select_top
 from .sft import base_losses, sft
@@ -61,7 +62,7 @@ def selection_metrics(scores: torch.Tensor, labels: Sequence[str]) -> dict[str, 
     return out
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def evaluate_model(model: Any, tok: Any, task: SafetyTask, safe: LMDataset, judge: ProgrammaticJudge) -> dict[str, Any]:
     """Exact match per benign set, greedy refusal rate, safety margin, f(θ) on D_safe, and the judge's
     per-prompt scores (benign sets then harmful, in order) for the win rate."""
@@ -121,6 +122,7 @@ def run_task_seed(task_name: str, n_ft: int, seed: int, keeps: Sequence[float] =
         task = make_synthetic_safety_task(n_ft, seed=seed) if task_name == "synthetic" else \
             make_real_safety_task(n_ft, seed=seed)
         base, tok, _ = aligned_base(task, seed, cache=cache, progress=progress)
+        fuse_gelu(base)  # the same tanh-GELU as one kernel (losses.fuse_gelu)
         t_base = time.perf_counter() - t0
         safe = encode_pairs(tok, task.safe, template=task.template, max_len=task.max_len, what="D_safe")
         ft = encode_pairs(tok, task.ft, template=task.template, max_len=task.max_len, what="D_ft")

@@ -380,7 +380,8 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: Sequence[int] | None =
             rec = _read_job(path, j)
             done[i] = rec
             log.info("reproduce: reusing %s (--resume)", path.name)
-    todo = [i for i in range(len(jobs)) if i not in done]
+    # longest jobs first (a real-text job costs ~2x a synthetic one), so both workers stay busy to the end
+    todo = sorted((i for i in range(len(jobs)) if i not in done), key=lambda i: (jobs[i][0] != "real", i))
     if workers > 1 and len(todo) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
             futs = {pool.submit(_job, jobs[i]): i for i in todo}

@@ -140,7 +140,7 @@ def _own(st: dict[str, Any], n: int, key: dict[str, Any]) -> dict[str, Any]:
     return {"torch_rng": torch.get_rng_state(), "meta": json.dumps({"n": n, "config": key, "state": st})}
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def base_losses(model: Any, data: LMDataset, *, batch_size: int = 64, device: Any = None) -> torch.Tensor:
     """Per-sample mean response loss ℓ(θ; z_i) of every sample under a fixed model (eval mode).
 
