@@ -124,3 +124,24 @@ def test_client_failing_its_guard_is_excluded_not_fatal(tmp_path):
     # nobody can take part: an error before any training
     with pytest.raises(BudgetInfeasibleError, match="no client can take part"):
         run_inprocess(replace(spec, epsilons=[1.0, 1.0, 1.0], out_dir=str(tmp_path / "none")))
+
+
+def test_resume_refuses_changed_settings_and_budgets(tmp_path):
+    """A resumed run must be the stopped one: other budgets would be compared with spend made under
+    the old plan (an overspend reported as success), more rounds would train past a spent budget."""
+    spec = FederationSpec(method="ta", epsilons=[2.0, 4.0], rhos=[0.5, 1.0], rounds=3, local_steps=2, hidden=0,
+                          dataset="digits", min_expected_batch=1.0, out_dir=str(tmp_path), progress=False)
+    full = run_inprocess(spec)
+    ck = sorted((tmp_path / "checkpoints").glob("round_*.pt"))
+    ck[-1].unlink()  # as if stopped after round 2
+    with pytest.raises(ValueError, match=r"client 0 reports other settings.*epsilon: 2.0 -> 1.0"):
+        run_inprocess(replace(spec, epsilons=[1.0, 8.0], resume=True))
+    with pytest.raises(ValueError, match=r"other settings \(rounds: 3 -> 5\)"):
+        run_inprocess(replace(spec, rounds=5, resume=True))
+    with pytest.raises(ValueError, match=r"lr: "):
+        run_inprocess(replace(spec, lr=spec.lr * 2, resume=True))
+    res = run_inprocess(replace(spec, resume=True))  # the same settings resume
+    assert len(res["accuracy_per_round"]) == 3
+    for e, b in zip(res["epsilon_spent"], res["epsilon_budget"]):
+        assert e <= b + 1e-9
+    assert res["epsilon_budget"] == full["epsilon_budget"]

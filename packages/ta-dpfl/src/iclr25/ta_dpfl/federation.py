@@ -168,6 +168,16 @@ class ServerState:
         torch.manual_seed(_seed(spec.seed, "init"))
         self.model = build_model(spec.dataset, self.num_features, self.num_classes, spec.hidden).to(self.device)
         public = {k: v for k, v in spec.to_dict().items() if k not in ("epsilons", "rhos", "delta", "skip_rounds")}
+        if spec.resume and (self.out / "config.json").is_file():
+            # a resumed run must be the run that was stopped: other rounds/lr/σ/... would silently change the
+            # schedule (e.g. more rounds after the budget is spent) while the record claims the old one
+            old = json.loads((self.out / "config.json").read_text())
+            free = ("resume", "progress", "device", "out_dir")
+            diff = {k: (old.get(k), v) for k, v in public.items() if k not in free and old.get(k, v) != v}
+            if diff:
+                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+                raise ValueError(f"--resume: {self.out / 'config.json'} was written with other settings ({what}); "
+                                 "resume with the same settings, or start a new run with another --out")
         (self.out / "config.json").write_text(json.dumps(public, indent=2) + "\n")
         if spec.resume:
             ck = latest_checkpoint(self.out)
@@ -220,7 +230,9 @@ class ServerState:
 
         Raises:
             BudgetInfeasibleError: every client is excluded (before any training).
-            ValueError: no reports and no refusals, or a malformed report.
+            ValueError: no reports and no refusals, or a malformed report; on ``resume``, a client
+                whose reported budget, δ, saving factor or sample count differs from the run's
+                ``schedule.json``.
         """
         refused = dict(refused or {})
         if not reports and not refused:
@@ -229,6 +241,21 @@ class ServerState:
             for k in ("num-examples", "epsilon", "delta", "saving-factor"):
                 if k not in r:
                     raise ValueError(f"client {lab}: report lacks {k!r}")
+        saved = self.out / "schedule.json"
+        if self.spec.resume and self.start_round > 0 and saved.is_file():
+            # a client whose budget, δ, saving factor or data changed mid-run would be re-planned against
+            # rounds it already spent under the old plan (and its record would compare spend to the new budget)
+            before = json.loads(saved.read_text()).get("clients", {})
+            for lab, r in reports.items():
+                if lab in before:
+                    old = before[lab].get("report", {})
+                    ch = {k: (old.get(k), r[k]) for k in ("num-examples", "epsilon", "delta", "saving-factor")
+                          if k in old and float(old[k]) != float(r[k])}
+                    if ch:
+                        what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.items())
+                        raise ValueError(f"--resume: client {lab} reports other settings than the run it resumes "
+                                         f"({what}); a budget cannot change mid-run — resume with the same "
+                                         "budgets, or start a new run with another --out")
         labels = sorted(reports, key=lambda x: (len(x), x))
         budgets = [ClientBudget(float(reports[x]["epsilon"]), float(reports[x]["delta"]),
                                 int(reports[x]["num-examples"])) for x in labels]
