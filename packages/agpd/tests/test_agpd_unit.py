@@ -153,6 +153,39 @@ def test_resume_continues_from_saved_epoch(tmp_path):
                                checkpoint=ck, resume=True)
     for p, q in zip(full.state_dict().values(), resumed.state_dict().values()):
         assert torch.allclose(p, q, atol=1e-6)
+    # a resume with other settings or data is refused, naming what changed (the saved optimiser and
+    # schedule would silently override the new lr / epochs, and another data set would be trained on)
+    net = small_preact_cnn(10, 1, (8, 8), (1, 1))
+    with pytest.raises(ValueError, match=r"lr: 0.01 -> 0.5"):
+        train_classifier(net, x, y, epochs=3, batch_size=32, lr=0.5, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match=r"epochs: 3 -> 1"):
+        train_classifier(net, x, y, epochs=1, batch_size=32, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match=r"data_sha256"):
+        train_classifier(net, x.flip(0), y, epochs=3, batch_size=32, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match=r"another architecture"):
+        train_classifier(small_preact_cnn(10, 1, (8, 8), (2, 2)), x, y, epochs=3, batch_size=32, checkpoint=ck,
+                         resume=True)
+
+
+class _Evil:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
+
+
+def test_bad_checkpoints_are_clean_errors(tmp_path):
+    evil, short = tmp_path / "evil.pt", tmp_path / "short.pt"
+    torch.save({"model": _Evil()}, evil)
+    with pytest.raises(ValueError, match="refused to load"):
+        load_checkpoint(evil)
+    good = tmp_path / "good.pt"
+    torch.save({"model": {}, "epoch": 1}, good)
+    short.write_bytes(good.read_bytes()[:40])
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_checkpoint(short)
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(tmp_path / "none.pt")
 
 
 def test_digits_loader_and_clean_split():

@@ -34,8 +34,28 @@ def save_checkpoint(path: str | Path, model: nn.Module, optimizer=None, schedule
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> dict:
-    """Read a checkpoint written by :func:`save_checkpoint` (``torch.load(weights_only=True)``)."""
-    return torch.load(Path(path), map_location=map_location, weights_only=True)
+    """Read a checkpoint written by :func:`save_checkpoint` (``torch.load(weights_only=True)``).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: a refused pickle (anything but tensors and
+        plain values), a truncated/corrupt file, or not an agpd checkpoint — naming the file.
+    """
+    import pickle
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"checkpoint {p} does not exist")
+    try:
+        st = torch.load(p, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{p}: refused to load (not a plain tensor checkpoint; weights_only=True): "
+                         f"{str(e).splitlines()[0][:200]}") from None
+    except (RuntimeError, OSError, EOFError) as e:
+        raise ValueError(f"{p}: not a readable checkpoint (truncated or corrupt: {str(e).splitlines()[0][:200]}); "
+                         "delete it and train again") from None
+    if not isinstance(st, dict) or "model" not in st:
+        raise ValueError(f"{p}: not an iclr25-agpd checkpoint (no 'model' entry)")
+    return st
 
 
 def _augment(x: Tensor, g: torch.Generator, pad: int = 4) -> Tensor:
@@ -65,7 +85,8 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
         seed: the batch order of epoch ``e`` is drawn from ``seed + e`` (resuming is exact).
         augment: random crop (pad 4) + horizontal flip (CIFAR).
         checkpoint: file written after every epoch; with ``resume=True`` an existing one is
-            loaded and training continues from its epoch.
+            loaded and training continues from its epoch — only with the same training settings
+            and data (stored in the checkpoint; a change is a ``ValueError`` naming it).
 
     Returns:
         The trained model (same object), in eval mode.
@@ -83,9 +104,30 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
     start = 0
+    import hashlib
+
+    training = {"epochs": int(epochs), "batch_size": int(batch_size), "lr": float(lr), "momentum": float(momentum),
+                "weight_decay": float(weight_decay), "seed": int(seed), "augment": bool(augment),
+                "data_sha256": hashlib.sha256(x.detach().cpu().contiguous().numpy().tobytes()
+                                              + y.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]}
     if resume and checkpoint is not None and Path(checkpoint).is_file():
         st = load_checkpoint(checkpoint)
-        model.load_state_dict(st["model"])
+        saved = (st.get("meta") or {}).get("training")
+        if saved is None:
+            log.warning("--resume: %s predates stored training settings; cannot check that epochs/lr/data match "
+                        "the run that wrote it", checkpoint)
+        else:
+            diff = {k: (saved.get(k), v) for k, v in training.items() if saved.get(k) != v}
+            if diff:
+                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+                raise ValueError(f"--resume: {checkpoint} was written with other training settings ({what}; "
+                                 "data_sha256 differs when the training set does); resume with the same settings "
+                                 "and data, or train into another --out")
+        try:
+            model.load_state_dict(st["model"])
+        except RuntimeError as e:
+            raise ValueError(f"--resume: {checkpoint} holds another architecture than the model being trained "
+                             f"({str(e).splitlines()[0][:200]}); use the same --model or another --out") from None
         if "optimizer" in st:
             opt.load_state_dict(st["optimizer"])
         if "scheduler" in st:
@@ -109,7 +151,7 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
             opt.step()
         sched.step()
         if checkpoint is not None:
-            save_checkpoint(checkpoint, model, opt, sched, epoch + 1)
+            save_checkpoint(checkpoint, model, opt, sched, epoch + 1, meta={"training": training})
     model.eval()
     return model
 
