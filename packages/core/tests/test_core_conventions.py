@@ -287,3 +287,12 @@ def test_repeated_seeds_are_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "repeats [3]" in err and "distinct seeds" in err
     assert not (tmp_path / "called.json").exists()
+
+
+def test_changed_settings_names_each_change():
+    from iclr25.core.config import changed_settings
+
+    assert changed_settings({"lr": 0.1, "steps": 4}, {"lr": 0.1, "steps": 4}) == ""
+    assert changed_settings({"lr": 0.1, "steps": 4}, {"lr": 0.5, "steps": 6}) == "lr: 0.1 -> 0.5, steps: 4 -> 6"
+    assert changed_settings({}, {"seed": 1}) == "seed: None -> 1"  # missing from the saved record: changed
+    assert changed_settings({"device": "cpu"}, {"device": "cuda"}, ignore=("device",)) == ""

@@ -117,9 +117,10 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
             log.warning("--resume: %s predates stored training settings; cannot check that epochs/lr/data match "
                         "the run that wrote it", checkpoint)
         else:
-            diff = {k: (saved.get(k), v) for k, v in training.items() if saved.get(k) != v}
-            if diff:
-                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+            from iclr25.core.config import changed_settings
+
+            what = changed_settings(saved, training)
+            if what:
                 raise ValueError(f"--resume: {checkpoint} was written with other training settings ({what}; "
                                  "data_sha256 differs when the training set does); resume with the same settings "
                                  "and data, or train into another --out")

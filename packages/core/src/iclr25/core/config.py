@@ -235,6 +235,21 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, prog: str |
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
+def changed_settings(saved: Mapping[str, Any], current: Mapping[str, Any], *, ignore: Sequence[str] = ()) -> str:
+    """What a ``--resume`` would change: ``"key: old -> new, ..."`` over the keys of ``current``
+    (not in ``ignore``) whose value differs from ``saved`` (a key missing from ``saved`` counts as
+    changed, its old value ``None``); ``""`` when nothing differs.
+
+    A resumed run must be the run that was stopped: commands compare the settings stored with a
+    checkpoint against the new ones and refuse with this text (e.g. ``ValueError(f"--resume: ...
+    ({changed_settings(old, new)})")``) instead of letting a saved optimiser or schedule silently
+    override a new value.
+    """
+    skip = set(ignore)
+    return ", ".join(f"{k}: {saved.get(k)} -> {v}" for k, v in current.items()
+                     if k not in skip and saved.get(k) != v)
+
+
 def validate_device(device: str) -> str:
     """Check a ``--device`` value: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
 

@@ -231,9 +231,10 @@ def pretrain(
             log.warning("--resume: %s predates stored training settings; cannot check that steps/lr/batch/seed/"
                         "data match the run that wrote it", checkpoint)
         else:
-            diff = {k: (saved.get(k), v) for k, v in training.items() if saved.get(k) != v}
-            if diff:
-                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+            from iclr25.core.config import changed_settings
+
+            what = changed_settings(saved, training)
+            if what:
                 raise ValueError(f"--resume: {checkpoint} was written with other training settings ({what}); "
                                  "resume with the same settings, or start a new run with another --out")
         model.load_state_dict(state["model"])

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr25.core.config import changed_settings
 from iclr25.core.jsonl import append_jsonl, read_jsonl
 
 from .client import (
@@ -172,10 +173,9 @@ class ServerState:
             # a resumed run must be the run that was stopped: other rounds/lr/σ/... would silently change the
             # schedule (e.g. more rounds after the budget is spent) while the record claims the old one
             old = json.loads((self.out / "config.json").read_text())
-            free = ("resume", "progress", "device", "out_dir")
-            diff = {k: (old.get(k), v) for k, v in public.items() if k not in free and old.get(k, v) != v}
-            if diff:
-                what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items())
+            what = changed_settings(old, {k: v for k, v in public.items() if k in old},
+                                    ignore=("resume", "progress", "device", "out_dir"))
+            if what:
                 raise ValueError(f"--resume: {self.out / 'config.json'} was written with other settings ({what}); "
                                  "resume with the same settings, or start a new run with another --out")
         (self.out / "config.json").write_text(json.dumps(public, indent=2) + "\n")
@@ -249,10 +249,9 @@ class ServerState:
             for lab, r in reports.items():
                 if lab in before:
                     old = before[lab].get("report", {})
-                    ch = {k: (old.get(k), r[k]) for k in ("num-examples", "epsilon", "delta", "saving-factor")
-                          if k in old and float(old[k]) != float(r[k])}
-                    if ch:
-                        what = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.items())
+                    keys = [k for k in ("num-examples", "epsilon", "delta", "saving-factor") if k in old]
+                    what = changed_settings({k: float(old[k]) for k in keys}, {k: float(r[k]) for k in keys})
+                    if what:
                         raise ValueError(f"--resume: client {lab} reports other settings than the run it resumes "
                                          f"({what}); a budget cannot change mid-run — resume with the same "
                                          "budgets, or start a new run with another --out")
