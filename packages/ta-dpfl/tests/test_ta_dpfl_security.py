@@ -96,6 +96,7 @@ def test_inprocess_federation_tolerates_a_missing_client(tmp_path):
                           skip_rounds={1: [2]})
     res = run_inprocess(spec)
     assert res["missed_rounds"] == {"1": [2]}
+    assert any("missed rounds" in w and "1: 1 round(s) [2]" in w for w in res["warnings"]), res["warnings"]
     for e, b in zip(res["epsilon_spent"], res["epsilon_budget"]):
         assert 0.99 * b < e <= b + 1e-9
     assert res["noise"] == {"0": "secure", "1": "secure", "2": "secure"} and res["insecure_seed"] is False

@@ -160,3 +160,24 @@ def test_fedavg_weights_and_identical_models():
         fedavg_weights([0, 3])
     with pytest.raises(ValueError, match="shape"):
         set_weights(model, [np.zeros((1, 1))] * len(ws))
+
+
+def test_assign_saving_factors_refuses_non_finite_budgets():
+    from iclr25.ta_dpfl.schedule import assign_saving_factors
+
+    assert assign_saving_factors([4, 1, 2], [0.5, 1.0, 0.25]) == [1.0, 0.25, 0.5]
+    for bad in (float("nan"), float("inf"), 0.0, -1.0):
+        with pytest.raises(ValueError, match="finite and > 0"):
+            assign_saving_factors([4, bad, 2], [0.5, 1.0, 0.25])
+
+
+def test_csv_path_with_a_built_in_dataset_is_refused(tmp_path):
+    from iclr25.ta_dpfl.data import load_federated
+
+    with pytest.raises(ValueError, match="only for dataset 'adult'"):
+        load_federated("digits", 3, 0, str(tmp_path / "adult.csv"), 0.1)
+    from iclr25.ta_dpfl.config import FederationSpec
+
+    with pytest.raises(ValueError, match="only for dataset 'adult'"):  # refused before any training starts
+        FederationSpec(method="ta", epsilons=[1.0, 2.0], rhos=[0.5, 1.0], dataset="digits",
+                       csv_path=str(tmp_path / "adult.csv"))

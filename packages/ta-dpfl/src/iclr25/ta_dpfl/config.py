@@ -83,6 +83,9 @@ class FederationSpec:
             raise ValueError(f"method={self.method!r}; choose from {METHODS}")
         if len(self.epsilons) != len(self.rhos):
             raise ValueError(f"{len(self.epsilons)} epsilons but {len(self.rhos)} rhos")
+        if self.csv_path and self.dataset != "adult":
+            raise ValueError(f"csv_path={self.csv_path!r} is read only for dataset 'adult', not {self.dataset!r} "
+                             "(drop --csv-path, or use --dataset adult)")
         for name in ("delta", "sigma", "max_grad_norm", "lr", "val_fraction", "min_expected_batch"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):

@@ -257,10 +257,13 @@ def load_federated(dataset: str = "adult", num_clients: int = 12, split_seed: in
     Raises:
         iclr25.core.data.DataNotFoundError: the mirror file is missing (message names it).
         TabularDataError: malformed CSV (unexpected label values are named).
-        ValueError: unknown data set, bad ``val_fraction``.
+        ValueError: unknown data set, bad ``val_fraction``, ``csv_path`` given for a data set other than Adult.
     """
     if not (0.0 <= val_fraction <= 0.5):
         raise ValueError(f"val_fraction must lie in [0, 0.5], got {val_fraction}")
+    if csv_path and dataset != "adult":
+        raise ValueError(f"csv_path ({csv_path}) is read only for dataset 'adult'; dataset {dataset!r} is "
+                         "built in (drop --csv-path, or use --dataset adult)")
     if dataset == "adult":
         path = Path(csv_path) if csv_path else ADULT.path("adult.csv")
         xtr, ytr, xva, yva, xte, yte = _adult_arrays(path, split_seed, val_fraction)

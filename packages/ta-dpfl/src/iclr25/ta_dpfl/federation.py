@@ -325,6 +325,10 @@ class ServerState:
         warnings = []
         if self.excluded:
             warnings.append(f"clients {sorted(self.excluded)} were excluded (see 'excluded' for the reasons)")
+        if self.missed:
+            warnings.append("clients missed rounds (no update, no ε booked for a skipped round): " + "; ".join(
+                f"{lab}: {len(self.missed[lab])} round(s) {sorted(self.missed[lab])}" for lab in sorted(self.missed))
+                + " (see 'missed_rounds' and 'miss_reasons')")
         if insecure:
             warnings.append(f"clients {insecure} used insecure-seed noise: anyone who knows the seed can replay their "
                             "noise (simulations and tests only)")

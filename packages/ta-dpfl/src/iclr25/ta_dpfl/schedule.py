@@ -492,13 +492,15 @@ def assign_saving_factors(eps_list: Sequence[float], rhos: Sequence[float], reve
         ``list[float]`` of length ``N`` aligned with ``eps_list`` (ties in ``ε`` keep input order).
 
     Raises:
-        ValueError: length mismatch or a ``ρ`` outside ``(0, 1]``.
+        ValueError: length mismatch, a ``ρ`` outside ``(0, 1]`` or an ``ε`` that is not finite and positive.
 
     Example:
         ``assign_saving_factors([4, 1, 2], [0.5, 1.0, 0.25]) == [1.0, 0.25, 0.5]``
     """
     if len(eps_list) != len(rhos):
         raise ValueError(f"eps_list has {len(eps_list)} entries but rhos has {len(rhos)}")
+    if any(not (math.isfinite(float(e)) and e > 0) for e in eps_list):
+        raise ValueError(f"every budget epsilon must be finite and > 0, got {list(eps_list)}")
     if any(not (0 < r <= 1) for r in rhos):
         raise ValueError(f"every rho must lie in (0, 1], got {list(rhos)}")
     order = sorted(range(len(eps_list)), key=lambda i: (eps_list[i], i))  # stable ascending ε
