@@ -49,6 +49,8 @@ def test_poison_train_detect_tiny(tmp_path, capsys):
     r = _run("train", "--data", str(d), "--out", str(m), "--epochs", "1", "--quiet")
     assert r.returncode == 0, r.stderr
     assert (m / "model.pt").is_file() and (m / "checkpoint.pt").is_file()
+    tcfg = json.loads((m / "train.json").read_text())["config"]  # JSON types, not strings
+    assert tcfg["epochs"] == 1 and isinstance(tcfg["lr"], float) and tcfg["resume"] is False
     before = load_checkpoint(m / "model.pt")["model"]
     assert main(["train", "--data", str(d), "--out", str(m), "--epochs", "1", "--resume", "--quiet"]) == 0
     after = load_checkpoint(m / "model.pt")["model"]  # resumed at epoch 1 of 1: nothing left to train

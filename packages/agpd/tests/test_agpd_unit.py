@@ -239,3 +239,22 @@ def test_m_fraction_averages_a_share_of_each_class():
     rho = cvbt_matrix({"l": G}, y, bases, 2, m_fraction=0.1)
     assert torch.isclose(rho[0, 0], torch.as_tensor(cvbt(G[:20], bases["l"][0], m=2), dtype=torch.float64))
     assert torch.isclose(rho[0, 1], torch.as_tensor(cvbt(G[20:], bases["l"][1], m=3), dtype=torch.float64))
+
+
+def test_pixel_range_warning_and_label_range_error():
+    import warnings as _w
+
+    from iclr25.agpd import small_preact_cnn
+    from iclr25.agpd.data import check_images, check_label_range
+
+    x = torch.rand(8, 3, 8, 8)
+    with _w.catch_warnings():
+        _w.simplefilter("error")
+        check_images(x, torch.arange(8), name="ok")  # [0, 1]: silent
+    with pytest.warns(UserWarning, match="divide by 255"):
+        check_images(x * 255, torch.arange(8), name="x255")
+    model = small_preact_cnn(10, 3)
+    assert check_label_range(model, x, torch.arange(8)) == 10
+    with pytest.raises(ValueError, match="label 12 at index 3 but the model has 10 outputs"):
+        check_label_range(model, x, torch.tensor([0, 1, 2, 12, 4, 5, 6, 7]))
+    assert model.training  # the probe forward restored train mode

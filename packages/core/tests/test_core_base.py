@@ -125,3 +125,23 @@ def test_config_file_paths_inside_tuples_become_paths(tmp_path):
         warnings.simplefilter("error", UserWarning)
         assert run_cli("prog", "demo", cmds, ["run", "--config", str(y)]) == 0
     assert seen[-1].inputs == (Path("x.txt"), Path("y.txt"))
+
+
+def test_choose_device_checks_availability():
+    import torch
+
+    from iclr25.core.seed import choose_device
+
+    assert choose_device("cpu") == "cpu"
+    assert choose_device("auto") in ("cpu", "cuda", "mps")
+    with pytest.raises(ValueError, match="not a device"):
+        choose_device("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            choose_device("cuda")
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            choose_device("cuda:1")
+    else:
+        assert choose_device("cuda") == "cuda"
+        with pytest.raises(ValueError, match="CUDA GPU"):
+            choose_device(f"cuda:{torch.cuda.device_count()}")

@@ -105,8 +105,7 @@ def cmd_train(cfg: TrainConfig) -> int:
         res["asr"] = float((predict(net, d["x_eval_triggered"][keep]) == want[keep]).float().mean())
     save_checkpoint(cfg.out / "model.pt", net, epoch=cfg.epochs,
                     meta={"model": cfg.model, "num_classes": meta["num_classes"], "in_channels": d["x_bd"].shape[1]})
-    (cfg.out / "train.json").write_text(json.dumps({**res, "config": {k: str(v) for k, v in asdict(cfg).items()}},
-                                                   indent=1))
+    (cfg.out / "train.json").write_text(json.dumps({**res, "config": asdict(cfg)}, indent=1, default=str))
     print(f"trained {cfg.model}: clean accuracy {res['acc']:.4f}" + (f", ASR {res['asr']:.4f}" if "asr" in res else "")
           + f" -> {cfg.out / 'model.pt'}")
     return 0

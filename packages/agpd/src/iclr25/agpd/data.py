@@ -7,6 +7,7 @@ labels. The defender's additional clean set ``D_ac`` is drawn from the test spli
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,13 @@ def check_images(x: Tensor, y: Tensor | None = None, *, name: str = "images") ->
         first = int(torch.nonzero(bad)[0])
         raise ValueError(f"{name}: {int(bad.sum())} image(s) contain NaN or inf pixels (first: index {first}); "
                          "clean or drop them before detection")
+    if x.numel():
+        lo, hi = float(x.min()), float(x.max())
+        if hi > 1.0 + 1e-6 or lo < -1e-6:
+            hint = " (these look like 0-255 values: divide by 255)" if hi > 2.0 and lo >= 0 else ""
+            warnings.warn(f"{name}: pixel values lie in [{lo:.4g}, {hi:.4g}], not [0, 1]{hint}; the triggers "
+                          "(BadNets patch value 1.0, Blended mixing) and the bundled models assume [0, 1]",
+                          UserWarning, stacklevel=3)
     if y is not None:
         if y.ndim != 1 or len(y) != len(x):
             raise ValueError(f"{name}: {len(x)} images but labels of shape {tuple(y.shape)}; expected ({len(x)},)")
@@ -74,6 +82,32 @@ def check_images(x: Tensor, y: Tensor | None = None, *, name: str = "images") ->
             raise ValueError(f"{name}: labels must be integer class ids, got dtype {y.dtype}")
         if len(y) and int(y.min()) < 0:
             raise ValueError(f"{name}: labels must be >= 0, found {int(y.min())}")
+
+
+def check_label_range(model, x: Tensor, y: Tensor, *, name: str = "labels") -> int:
+    """Check that every label ``y (N,)`` is a class of ``model`` (one eval-mode forward of ``x[:1]``).
+
+    Returns:
+        the model's number of outputs ``C``.
+
+    Raises:
+        ValueError: a label ``>= C``, naming its value, first index and the fix.
+    """
+    import torch
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            dev = next(model.parameters()).device
+            n_out = int(model(x[:1].to(dev)).shape[-1])
+    finally:
+        model.train(was_training)
+    if len(y) and int(y.max()) >= n_out:
+        first = int(torch.nonzero(y >= n_out)[0])
+        raise ValueError(f"{name}: label {int(y[first])} at index {first} but the model has {n_out} outputs "
+                         f"(classes 0..{n_out - 1}); relabel the data or use a model with more classes")
+    return n_out
 
 
 def load_digits_data(test_size: float = 0.25, seed: int = 0) -> ImageData:

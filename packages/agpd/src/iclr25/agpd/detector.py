@@ -278,13 +278,17 @@ class AGPD:
         ``(N, C_l)`` gradient vectors, labels and predictions are kept (:func:`stream_gradients`).
         ``amp``: ``"bf16"``/``"fp16"`` autocast on CUDA (off on CPU). The poison mask follows the
         iteration order."""
-        from .data import check_images
+        from .data import check_images, check_label_range
         from .gradients import stream_gradients
 
         if isinstance(x_bd, Tensor):
             check_images(x_bd, y_bd, name="x_bd / y_bd")
+            if y_bd is not None:
+                check_label_range(self.model, x_bd, y_bd, name="y_bd")
         if isinstance(x_clean, Tensor):
             check_images(x_clean, y_clean, name="x_clean / y_clean")
+            if y_clean is not None:
+                check_label_range(self.model, x_clean, y_clean, name="y_clean")
         kw = dict(batch_size=batch_size, amp=amp, device=device)
         g = stream_gradients(self.model, x_bd, self.layers, y=y_bd, progress=progress, **kw)
         gc = stream_gradients(self.model, x_clean, self.layers, y=y_clean, **kw)

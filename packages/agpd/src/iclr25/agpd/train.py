@@ -91,9 +91,10 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
     Returns:
         The trained model (same object), in eval mode.
     """
-    from .data import check_images
+    from .data import check_images, check_label_range
 
     check_images(x, y, name="training set")
+    check_label_range(model, x, y, name="training labels")
     for f, v, ok, rule in (("lr", lr, lr > 0, "> 0"), ("momentum", momentum, 0 <= momentum < 1, "in [0, 1)"),
                            ("weight_decay", weight_decay, weight_decay >= 0, ">= 0")):
         if not (math.isfinite(v) and ok):

@@ -48,13 +48,40 @@ def seed_everything(seed: int, *, deterministic: bool = False) -> np.random.Gene
 
 def choose_device(device: str = "auto") -> str:
     """``"auto"`` -> ``"cuda"`` when torch sees a GPU, else ``"mps"`` when available, else ``"cpu"``;
-    any other value is returned unchanged (e.g. ``"cuda:1"``)."""
-    if device != "auto":
-        return device
+    any other value is checked and returned unchanged (e.g. ``"cuda:1"``).
+
+    Raises:
+        ValueError: ``device`` is not a torch device string (``"gpu"``), or names a device torch
+            cannot use here (``"cuda"`` without a CUDA GPU, ``"cuda:3"`` with two GPUs, ``"mps"``
+            off Apple silicon) -- before any work starts, instead of a traceback deep in a run.
+    """
     try:
         import torch
     except ImportError:
+        if device in ("auto", "cpu"):
+            return "cpu"
+        raise ValueError(f"device={device!r} needs torch, which is not installed; use 'cpu'") from None
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return "mps"
         return "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a device: use auto, cpu, cuda, cuda:N or mps ({e})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but torch sees no CUDA GPU here (torch.cuda.is_available() is "
+                             "False); use --device cpu or --device auto")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s) "
+                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    elif dev.type == "mps":
+        if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
+            raise ValueError(f"device={device!r} but MPS is not available here; use --device cpu or --device auto")
+    return device
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
