@@ -1,7 +1,6 @@
 """Tiny-LM task, implicit trainer and the text path on a tiny local model (no hub downloads)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -106,21 +105,14 @@ def test_text_explicit_reward_model_and_ppo(tmp_path, text_files):
 def test_text_two_cpu_processes_shard_and_sync(tmp_path, text_files):
     """2 CPU processes (torchrun; accelerate's own launcher needs MPI for multi-CPU): the Accelerator sees the
     launcher's RANK/WORLD_SIZE, each process trains on its half of the data and DDP syncs the gradients."""
-    import shutil
-    import subprocess
-    import sys
+    from iclr25.core.testing import run_torchrun
 
     pytest.importorskip("accelerate")
-    exe = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")
-    if exe is None:
-        pytest.skip("torchrun not found")
     m = _tiny_model(tmp_path / "m")
     d, p = text_files
-    cmd = [exe, "--nproc_per_node", "2", "--master_port", "29541", "-m", "iclr25.aihf", "train", "--task", "text", "--policy", str(m), "--demos",
-           str(d), "--prefs", str(p), "--max-new-tokens", "3", "--max-length", "48", "--rounds", "1", "--batch-size",
-           "2", "--device", "cpu", "--quiet", "--out", str(tmp_path / "o")]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_torchrun(["iclr25.aihf", "train", "--task", "text", "--policy", m, "--demos", d, "--prefs", p,
+                  "--max-new-tokens", "3", "--max-length", "48", "--rounds", "1", "--batch-size", "2", "--device",
+                  "cpu", "--quiet", "--out", tmp_path / "o"], module=True, timeout=900)
     st = json.loads((tmp_path / "o" / "state.json").read_text())
     assert st["round"] == 1
     res = json.loads((tmp_path / "o" / "results.json").read_text())

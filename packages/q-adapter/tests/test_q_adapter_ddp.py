@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,27 +9,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from iclr25.core.testing import run_torchrun, single_thread_env
+
 WORKER = Path(__file__).with_name("q_adapter_ddp_worker.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(args: list[str]) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ICLR25_PROGRESS": "never"}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(args, env=single_thread_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 @pytest.mark.parametrize("method", ["q-adapter", pytest.param("dpo", marks=pytest.mark.slow)])
 def test_two_processes_match_one_on_the_concatenated_batch(tmp_path, method):
     steps, b = 3, 2
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-          "--master_port", str(_free_port()), str(WORKER), str(tmp_path / "ddp"), str(b), str(steps), method])
+    run_torchrun([WORKER, tmp_path / "ddp", b, steps, method], timeout=300)
     _run([sys.executable, str(WORKER), str(tmp_path / "single"), str(2 * b), str(steps), method])
     r0, r1 = (torch.load(tmp_path / "ddp" / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     one = torch.load(tmp_path / "single" / "rank0.pt", weights_only=True)

@@ -2,15 +2,12 @@
 synced (equal to the single-process average over both ranks' batches) and weights stay identical (issue 28)."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from iclr25.core.testing import run_torchrun
 from iclr25.vbon.objective import policy_gradient_loss
 from iclr25.vbon.runtime import clone_policy
 from iclr25.vbon.sampling import Samples, response_logprobs
@@ -29,14 +26,7 @@ def test_two_process_data_parallel_vbon(tiny_lm, tmp_path):
     tok.save_pretrained(mdir)
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), str(WORKER), str(mdir), str(out)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_torchrun([WORKER, mdir, out], timeout=400)
 
     r0, r1 = (json.loads((out / f"rollouts_rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world_size"] == r1["world_size"] == 2
