@@ -147,3 +147,10 @@ def test_train_config_refuses_non_positive_lora_alpha():
     with pytest.raises(ValueError, match="lora_alpha"):
         TrainConfig(lora_r=8, lora_alpha=0)
     assert TrainConfig(lora_r=8, lora_alpha=None).lora_alpha is None
+
+
+def test_missing_model_is_still_a_clean_error(prompts_file, tmp_path, capsys):
+    assert main(["bon", "--model", "/no/such/model", "--prompts", str(prompts_file), "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no such folder" in err and "Traceback" not in err
