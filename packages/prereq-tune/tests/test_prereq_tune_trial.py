@@ -108,3 +108,35 @@ def test_tiny_vocabulary_refuses_unknown_words(tok, world):
     _check_tiny_vocab(tok, [("row 1 'question'", q)], "qa.jsonl")
     with pytest.raises(ValueError, match=r"qa\.jsonl row 2 'question': \['Where', 'born\?'\] are not in the vocab"):
         _check_tiny_vocab(tok, [("row 1 'question'", q), ("row 2 'question'", user)], "qa.jsonl")
+
+
+class _Evil:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo pwned > /dev/null",))
+
+
+def test_damaged_or_crafted_checkpoint_is_named(files, capsys):
+    """A truncated trainer_state.json ended in a bare 'Unterminated string starting at: line 1 column 6266';
+    a truncated adapter.safetensors / optim.pt in a safetensors / unpickling message. Each is now named with
+    the fix; a crafted pickle in optim.pt is refused (weights_only=True) and never executed."""
+    import pickle
+
+    t = files
+    assert main(_know(t)) == 0
+    assert main([*_skill(t), "--epochs", "1"]) == 0
+    last = t / "sk" / "checkpoints" / "skill" / "last"
+    for name in ("trainer_state.json", "adapter.safetensors", "optim.pt"):
+        f = last / name
+        good = f.read_bytes()
+        for bad in (good[: len(good) // 2], b""):
+            f.write_bytes(bad)
+            capsys.readouterr()
+            assert main([*_skill(t), "--epochs", "2", "--resume"]) == 2, name
+            err = capsys.readouterr().err
+            assert name in err and "run without --resume" in err and "Traceback" not in err, (name, err)
+        f.write_bytes(good)
+    (last / "optim.pt").write_bytes(pickle.dumps(_Evil()))
+    assert main([*_skill(t), "--epochs", "2", "--resume"]) == 2
+    assert "optim.pt is damaged" in capsys.readouterr().err

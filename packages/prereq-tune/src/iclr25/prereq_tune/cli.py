@@ -199,6 +199,47 @@ def _resume_guard(cfg: Any, out: Path, *, free: Sequence[str] = ()) -> None:
                          "and --config, or start a new --out")
 
 
+def _check_checkpoint(last: Path) -> None:
+    """Open every file of a ``--resume`` checkpoint (``trainer_state.json``, ``adapter.safetensors``,
+    ``optim.pt`` with ``weights_only=True``) before training resumes, so a truncated or damaged one is reported
+    by name with the fix instead of as a bare JSON/safetensors/unpickling message.
+
+    Raises:
+        ValueError: a damaged file (named).
+    """
+    from .training import STATE_FILE
+
+    fix = "run without --resume (it starts over in the same --out) or start a new --out"
+    f = last / STATE_FILE
+    if f.is_file():
+        try:
+            state = json.loads(f.read_text(encoding="utf-8"))
+            if not isinstance(state, dict) or "step" not in state:
+                raise ValueError("no 'step' entry")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"--resume: {f} is damaged or truncated ({e}); {fix}") from None
+    if (last / "accelerate").is_dir():
+        return
+    for name in ("adapter.safetensors", "optim.pt"):
+        g = last / name
+        if not g.is_file():
+            raise ValueError(f"--resume: {g} is missing (an incomplete checkpoint); {fix}")
+        try:
+            if name.endswith(".safetensors"):
+                from safetensors import safe_open
+
+                with safe_open(str(g), "pt") as h:
+                    for k in h.keys():
+                        h.get_slice(k)
+            else:
+                import torch
+
+                torch.load(g, weights_only=True, map_location="cpu")
+        except Exception as e:      # truncated file / header error / refused pickle
+            raise ValueError(f"--resume: {g} is damaged or truncated ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); {fix}") from None
+
+
 def _check_tiny_vocab(tok: Any, fields: Sequence[tuple[str, str]], source: str) -> None:
     """``--model tiny`` has a word-level tokenizer over the synthetic world's lowercase words (punctuation
     separated by spaces); any other word becomes ``<unk>``. Refuse such input instead of silently training or
@@ -268,6 +309,8 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
         model = add_knowledge_adapter(model, name, spec)
         ckpt = out / "checkpoints" / name
         resume = cfg.resume and (ckpt / "last").is_dir()
+        if resume:
+            _check_checkpoint(ckpt / "last")
         r = train_knowledge_adapter(model, tok, name, texts, args, checkpoint_dir=ckpt, resume=resume,
                                     accelerator=acc, quiet=cfg.quiet)
         try:
@@ -319,6 +362,8 @@ def cmd_train_skill(cfg: TrainSkillConfig) -> int:
     ckpt = out / "checkpoints" / cfg.skill_name
     if cfg.resume and not (ckpt / "last").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoint in {ckpt}; run without --resume")
+    if cfg.resume:
+        _check_checkpoint(ckpt / "last")
     examples = _skill_rows(cfg)
     _resume_guard(cfg, out)
     acc = _accelerator(cfg)
