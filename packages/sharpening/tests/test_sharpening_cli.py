@@ -84,7 +84,7 @@ def test_prompt_longer_than_model_context_is_clean_error(tiny_model_dir, tmp_pat
     (["rlhf", "--xpo", "--alpha", "-1"], "alpha"),
     (["sft", "--adaptive-delta", "1.0"], "adaptive_delta"),
     (["report", "--delta", "0"], "delta"),
-    (["bon", "--model", "/no/such/model", "--prompts", "x.jsonl"], "no such folder"),
+    (["bon", "--model", "/no/such/model", "--prompts", "x.jsonl"], "x.jsonl does not exist"),  # checked before the model
 ])
 def test_bad_input_is_a_clean_error(args, msg, capsys):
     assert main([*args, "--quiet"]) == 2

@@ -116,6 +116,153 @@ def _main_process(acc: Any) -> bool:
     return acc is None or acc.is_main_process
 
 
+#: Flags that may change across ``--resume``: where output goes, how it is shown, the hardware, and how often
+#: checkpoints are written (none of them changes what is trained), and `--epochs` (training on is what
+#: `--resume --epochs N` is for).
+_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "save_every", "accelerate", "epochs"})
+_SETTINGS_FILE = "run_settings.json"
+
+
+def _early_checks(cfg: Any) -> None:
+    """Every float/int hyper-parameter of a training command, checked before any model loads (the same
+    checks :class:`~iclr25.prereq_tune.training.TrainArgs` / :class:`~iclr25.prereq_tune.lora.LoraSpec`
+    make later; for an 8B model the load takes minutes)."""
+    from .data import finite_in
+    from .lora import LoraSpec
+
+    _train_args(cfg)
+    LoraSpec(cfg.r, cfg.alpha, cfg.lora_dropout, tuple(cfg.target_modules or ("c_attn",)), None)
+    if hasattr(cfg, "real_weight"):
+        finite_in("real_weight", cfg.real_weight, 0.0)
+
+
+def _file_sha(p: Path) -> str | None:
+    import hashlib
+
+    if p.is_file():
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    if p.is_dir():      # an adapter folder: its weights
+        w = p / "adapter_model.safetensors"
+        return hashlib.sha256(w.read_bytes()).hexdigest() if w.is_file() else None
+    return None
+
+
+def _run_settings(cfg: Any) -> dict[str, Any]:
+    """The settings ``--resume`` must not change (JSON types): every flag but :data:`_RESUME_FREE`, with data
+    files and adapter folders resolved and hashed (a replaced file is another run)."""
+    d = {k: v for k, v in asdict(cfg).items() if k not in _RESUME_FREE}
+    if getattr(cfg, "data", None) is not None:
+        d["data"] = str(Path(cfg.data).resolve())
+        d["data_sha256"] = _file_sha(Path(cfg.data))
+    if getattr(cfg, "knowledge", None):
+        d["knowledge"] = [str(Path(k).resolve()) for k in cfg.knowledge]
+        d["knowledge_sha256"] = [_file_sha(Path(k)) for k in cfg.knowledge]
+    if cfg.model != "tiny" and Path(cfg.model).exists():
+        d["model"] = str(Path(cfg.model).resolve())
+    return json.loads(json.dumps(d, default=str))
+
+
+def _resume_guard(cfg: Any, out: Path, *, free: Sequence[str] = ()) -> None:
+    """Record a fresh run's settings in ``OUT/run_settings.json``; on ``--resume`` refuse any changed setting,
+    naming each ``old -> new``, before the model loads.
+
+    The trainer's checkpoint fingerprint covers the data and the frozen tensors only, and ``train-knowledge
+    --resume`` skipped finished adapters without looking at the flags, so ``--resume --lr 0.5`` or ``--r 8``
+    was silently mixed into (or silently ignored by) the run while ``config.json`` recorded the new values.
+
+    Raises:
+        ValueError: ``--resume`` with changed settings, or a damaged settings file.
+    """
+    now = {k: v for k, v in _run_settings(cfg).items() if k not in free}
+    f = out / _SETTINGS_FILE
+    if not cfg.resume:
+        if os.environ.get("RANK", "0") == "0":
+            out.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
+        return
+    if not f.is_file():
+        log.warning("--resume: %s is missing (a run from an older version or none at all): the settings of the "
+                    "run being resumed cannot be checked", f)
+        return
+    try:
+        saved = json.loads(f.read_text(encoding="utf-8"))
+        if not isinstance(saved, dict):
+            raise TypeError(f"expected a JSON object, got {type(saved).__name__}")
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same "
+                         "--out) or start a new --out") from None
+    saved = {k: v for k, v in saved.items() if k not in free}
+    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    if diff:
+        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
+                         "and --config, or start a new --out")
+
+
+def _check_checkpoint(last: Path) -> None:
+    """Open every file of a ``--resume`` checkpoint (``trainer_state.json``, ``adapter.safetensors``,
+    ``optim.pt`` with ``weights_only=True``) before training resumes, so a truncated or damaged one is reported
+    by name with the fix instead of as a bare JSON/safetensors/unpickling message.
+
+    Raises:
+        ValueError: a damaged file (named).
+    """
+    from .training import STATE_FILE
+
+    fix = "run without --resume (it starts over in the same --out) or start a new --out"
+    f = last / STATE_FILE
+    if f.is_file():
+        try:
+            state = json.loads(f.read_text(encoding="utf-8"))
+            if not isinstance(state, dict) or "step" not in state:
+                raise ValueError("no 'step' entry")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"--resume: {f} is damaged or truncated ({e}); {fix}") from None
+    if (last / "accelerate").is_dir():
+        return
+    for name in ("adapter.safetensors", "optim.pt"):
+        g = last / name
+        if not g.is_file():
+            raise ValueError(f"--resume: {g} is missing (an incomplete checkpoint); {fix}")
+        try:
+            if name.endswith(".safetensors"):
+                from safetensors import safe_open
+
+                with safe_open(str(g), "pt") as h:
+                    for k in h.keys():
+                        h.get_slice(k)
+            else:
+                import torch
+
+                torch.load(g, weights_only=True, map_location="cpu")
+        except Exception as e:      # truncated file / header error / refused pickle
+            raise ValueError(f"--resume: {g} is damaged or truncated ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); {fix}") from None
+
+
+def _check_tiny_vocab(tok: Any, fields: Sequence[tuple[str, str]], source: str) -> None:
+    """``--model tiny`` has a word-level tokenizer over the synthetic world's lowercase words (punctuation
+    separated by spaces); any other word becomes ``<unk>``. Refuse such input instead of silently training or
+    evaluating on ``<unk>`` tokens.
+
+    Args:
+        fields: ``(where, text)`` pairs, ``where`` naming the row and field.
+
+    Raises:
+        ValueError: a text has words outside the vocabulary (the first such row is named).
+    """
+    unk = tok.unk_token_id
+    if unk is None:
+        return
+    for where, text in fields:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        if unk in ids:
+            words = [w for w in text.split() if unk in tok(w, add_special_tokens=False)["input_ids"]]
+            raise ValueError(f"{source} {where}: {words[:5]} are not in the vocabulary of --model tiny (the "
+                             "synthetic world's lowercase words, punctuation separated by spaces, e.g. 'where was "
+                             "fipe nuvir born ?'); use the world files `demo` writes, or give your own --model")
+
+
 # ------------------------------------------------------------------------------------------------
 # commands
 
@@ -129,6 +276,8 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
 
     if (cfg.data is None) == (cfg.hub_config is None):
         raise ValueError("give exactly one of --data FILE.jsonl or --hub-config CONFIG (a local copy of Shiyu-Lab/Prereq_Tune)")
+    _early_checks(cfg)
+    _resume_guard(cfg, Path(cfg.out), free=("names",))
     rows = (read_knowledge_jsonl(cfg.data, name_template=cfg.name_template) if cfg.data is not None else
             read_hub_split(cfg.hub_config, cfg.hub_split, name_template=cfg.name_template))
     by_name: dict[str, list[str]] = {}
@@ -141,6 +290,8 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
         by_name = {n: by_name[n] for n in cfg.names}
     acc = _accelerator(cfg)
     model, tok, _, info = _load_model(cfg, str(acc.device) if acc is not None else None)
+    if cfg.model == "tiny":
+        _check_tiny_vocab(tok, [(f"row {i} 'text'", r.text) for i, r in enumerate(rows, 1)], str(cfg.data or cfg.hub_config))
     spec = _lora(cfg, model)
     args = _train_args(cfg)
     out = Path(cfg.out)
@@ -158,6 +309,8 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
         model = add_knowledge_adapter(model, name, spec)
         ckpt = out / "checkpoints" / name
         resume = cfg.resume and (ckpt / "last").is_dir()
+        if resume:
+            _check_checkpoint(ckpt / "last")
         r = train_knowledge_adapter(model, tok, name, texts, args, checkpoint_dir=ckpt, resume=resume,
                                     accelerator=acc, quiet=cfg.quiet)
         try:
@@ -204,18 +357,26 @@ def cmd_train_skill(cfg: TrainSkillConfig) -> int:
     from .lora import add_skill_adapter, save_adapter
     from .training import train_skill_adapter
 
+    _early_checks(cfg)
+    out = Path(cfg.out)
+    ckpt = out / "checkpoints" / cfg.skill_name
+    if cfg.resume and not (ckpt / "last").is_dir():
+        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt}; run without --resume")
+    if cfg.resume:
+        _check_checkpoint(ckpt / "last")
     examples = _skill_rows(cfg)
+    _resume_guard(cfg, out)
     acc = _accelerator(cfg)
     model, tok, fmt, info = _load_model(cfg, str(acc.device) if acc is not None else None)
+    if cfg.model == "tiny":
+        _check_tiny_vocab(tok, [(f"row {i} '{k}'", t) for i, e in enumerate(examples, 1)
+                                for k, t in (("question", e.question), ("answer", e.answer))],
+                          str(cfg.data or cfg.hub_config))
     model, names = _load_knowledge(model, cfg.knowledge, cfg.names)
     spec = _lora(cfg, model.get_base_model() if hasattr(model, "get_base_model") else model)
     torch.manual_seed(cfg.seed * 1000 + 500)
     model = add_skill_adapter(model, cfg.skill_name, spec)
-    out = Path(cfg.out)
-    ckpt = out / "checkpoints" / cfg.skill_name
     resume = cfg.resume
-    if resume and not (ckpt / "last").is_dir():
-        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt}; run without --resume")
     r = train_skill_adapter(model, tok, examples, names, _train_args(cfg), skill=cfg.skill_name,
                             multi_version=cfg.multi_version, real_knowledge=cfg.real_knowledge,
                             real_weight=cfg.real_weight, alternate_groups=cfg.alternate_groups, sampler=cfg.sampler,
@@ -263,6 +424,8 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
 
     items = read_qa_jsonl(cfg.data)
     model, tok, fmt, info = _load_model(cfg)
+    if cfg.model == "tiny":
+        _check_tiny_vocab(tok, [(f"row {i} 'question'", it.question) for i, it in enumerate(items, 1)], str(cfg.data))
     model, adapters = _deployed(cfg, model)
     t0 = time.perf_counter()
     if cfg.metric == "first-token":
@@ -304,6 +467,9 @@ def cmd_generate(cfg: GenerateConfig) -> int:
         from iclr25.core.lm import TransformersGenerator
 
         model, tok, _, info = _load_model(cfg)
+        if cfg.model == "tiny":
+            _check_tiny_vocab(tok, [(f"entity {i} ({e!r}) with --template", cfg.template.replace("{entity}", e))
+                                    for i, e in enumerate(entities)], str(cfg.entities))
         model, adapters = _deployed(cfg, model)
         gen = TransformersGenerator(model, tok, batch_size=cfg.batch_size)
         with adapter_stack(model, adapters or None):

@@ -52,6 +52,11 @@ def read_prompt_file(path: str | Path) -> tuple[list[str], list[str] | None, lis
         first = has.index(False) + 1
         raise ValueError(f"{p}:{first}: 'answer' is missing here but present on other lines; give it on every "
                          "line or on none")
+    for i, r in enumerate(recs, 1):
+        a = r.get("answer")
+        if a is not None and (isinstance(a, bool) or not isinstance(a, (str, int, float))):
+            raise ValueError(f"{p}:{i}: 'answer' must be a string or a number (the reference answer), got "
+                             f"{type(a).__name__} {a!r}; put one answer per line")
     answers = [str(r["answer"]) for r in recs] if all(has) else None
     cands = [r.get("candidates") for r in recs] if all("candidates" in r for r in recs) else None
     return [r["prompt"] for r in recs], answers, cands
@@ -87,10 +92,16 @@ def _load(cfg, *, split: str = "test", model_name: str | None = None) -> _Setup:
 
     from iclr25.core.seed import choose_device, seed_everything
 
+    name = model_name if model_name is not None else cfg.model
+    # Cheap input checks first: a broken prompt file or extractor is reported before the model loads (or the
+    # trap base pre-trains, minutes on first use).
+    file_prompts = read_prompt_file(cfg.prompts) if cfg.prompts is not None else None
+    if file_prompts is None and name is not None:
+        raise ValueError("--prompts FILE.jsonl is required with --model (a JSONL with a 'prompt' field per line)")
+    user_extract = answer_extractor(cfg.answer_extractor) if cfg.answer_extractor is not None else None
     seed_everything(cfg.seed)
     torch.manual_seed(cfg.seed)
     dev = choose_device(cfg.device)
-    name = model_name if model_name is not None else cfg.model
     trap = None
     if name is None:
         from .base import cached_trap_base
@@ -106,8 +117,8 @@ def _load(cfg, *, split: str = "test", model_name: str | None = None) -> _Setup:
         source = name
     cands = None
     pairs = None
-    if cfg.prompts is not None:
-        prompts, answers, cands = read_prompt_file(cfg.prompts)
+    if file_prompts is not None:
+        prompts, answers, cands = file_prompts
     elif trap is not None:
         train, test = trap.split(_TRAP_TRAIN, _TRAP_TEST, seed=0)
         pairs = train if split == "train" else test
@@ -120,8 +131,8 @@ def _load(cfg, *, split: str = "test", model_name: str | None = None) -> _Setup:
         answers = answers[: cfg.num_prompts] if answers else None
         cands = cands[: cfg.num_prompts] if cands else None
         pairs = pairs[: cfg.num_prompts] if pairs is not None else None
-    if cfg.answer_extractor is not None:
-        extract = answer_extractor(cfg.answer_extractor)
+    if user_extract is not None:
+        extract = user_extract
     elif trap is not None and cfg.prompts is None:
         extract = _trap_extract
     elif answers is not None:
@@ -223,6 +234,67 @@ def run_bon(cfg) -> int:
     return _finish(out, cfg, results, summary + f" -> {out / 'bon.jsonl'}")
 
 
+#: Flags that may change across ``--resume``: where output goes, how it is shown, the hardware, the size of the
+#: final evaluation, and batching of the sampler (none of them changes what is trained).
+_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "save_every", "eval_samples",
+                          "sample_batch_size"})
+
+
+def _run_settings(cfg) -> dict:
+    """The settings of a training run that ``--resume`` must not change (JSON types), with the prompt file's
+    resolved path and SHA-256 (a replaced file is a different run)."""
+    import hashlib
+    from dataclasses import asdict
+
+    d = {k: v for k, v in asdict(cfg).items() if k not in _RESUME_FREE}
+    if cfg.prompts is not None:
+        p = Path(cfg.prompts)
+        d["prompts"] = str(p.resolve())
+        d["prompts_sha256"] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+    if cfg.model is not None and Path(cfg.model).exists():
+        d["model"] = str(Path(cfg.model).resolve())
+    return json.loads(json.dumps(d, default=str))
+
+
+def _resume_guard(cfg, out: Path) -> None:
+    """Record a fresh run's settings in ``OUT/run_settings.json``; on ``--resume``, refuse (before any model is
+    loaded) a missing checkpoint or any changed setting, naming each as ``old -> new``.
+
+    The trainer's own check covers the optimiser settings only; this one also covers what built the saved
+    corpus/pairs and the loss (``--n``, ``--adaptive-delta``, ``--beta``, ``--xpo``, ``--alpha``, the model,
+    the prompt file and its content, ``--num-prompts``, ...), which ``--resume`` would otherwise ignore or mix.
+
+    Raises:
+        FileNotFoundError: ``--resume`` but ``OUT/checkpoint`` does not exist.
+        ValueError: ``--resume`` with changed settings, or a damaged ``run_settings.json``.
+    """
+    now = _run_settings(cfg)
+    f = out / "run_settings.json"
+    if not cfg.resume:
+        out.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
+        return
+    if not (out / "checkpoint").is_dir():
+        raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoint'}; run without --resume first, or "
+                                "give the --out of the run to continue")
+    if not f.is_file():
+        log.warning("--resume: %s is missing (a run from an older version): the corpus/pair settings cannot be "
+                    "checked, only the optimiser settings", f)
+        return
+    try:
+        saved = json.loads(f.read_text(encoding="utf-8"))
+        if not isinstance(saved, dict):
+            raise TypeError(f"expected a JSON object, got {type(saved).__name__}")
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same --out) "
+                         "or start a new --out") from None
+    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    if diff:
+        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
+                         "and --config, or start a new --out")
+
+
 def _evaluate(s: _Setup, policy, cfg, eval_samples: int) -> dict:
     """Sampling accuracy / likelihood lift (and, on the trap task, the exact sharpness) of ``policy``."""
     from .rewards import LogLikelihood
@@ -272,8 +344,9 @@ def run_sft(cfg) -> int:
     from .sft import SFTConfig, sft_sharpen
     from .training import save_policy
 
-    s = _load(cfg, split="train")
     out = Path(cfg.out)
+    _resume_guard(cfg, out)
+    s = _load(cfg, split="train")
     scfg = SFTConfig(n=cfg.n, adaptive_delta=cfg.adaptive_delta, max_n=cfg.max_n,
                      max_new_tokens=cfg.max_new_tokens, sample_batch_size=cfg.sample_batch_size,
                      train=cfg.train_config())
@@ -292,15 +365,14 @@ def run_rlhf(cfg) -> int:
     from .rlhf import RLHFConfig, rlhf_sharpen
     from .training import save_policy
 
-    s = _load(cfg, split="train")
     out = Path(cfg.out)
+    _resume_guard(cfg, out)
+    s = _load(cfg, split="train")
     rcfg = RLHFConfig(beta=cfg.beta, algo="xpo" if cfg.xpo else "offline", alpha=cfg.alpha,
                       pairs_per_prompt=cfg.pairs_per_prompt, iterations=cfg.iterations,
                       prompts_per_iteration=cfg.prompts_per_iteration, steps_per_iteration=cfg.steps_per_iteration,
                       max_new_tokens=cfg.max_new_tokens, sample_batch_size=cfg.sample_batch_size,
                       train=cfg.train_config())
-    if cfg.alpha > 0 and not cfg.xpo:
-        raise ValueError("--alpha is XPO's optimism coefficient: add --xpo (or drop --alpha)")
     t0 = time.perf_counter()
     res = rlhf_sharpen(s.model, s.tokenizer, s.prompts, rcfg, out_dir=out, resume=cfg.resume, progress=not cfg.quiet)
     secs = time.perf_counter() - t0

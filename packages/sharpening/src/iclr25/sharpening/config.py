@@ -145,6 +145,10 @@ class TuneOptions(CommonOptions, SeedOption, ModelDataOptions):
         _int_ge("lora_r", self.lora_r, 0)
         _int_ge("sample_batch_size", self.sample_batch_size, 1)
         _int_ge("save_every", self.save_every, 0)
+        if self.lora_alpha is not None:
+            _int_ge("lora_alpha", self.lora_alpha, 1)
+        if isinstance(self.lora_dropout, bool) or not (0.0 <= self.lora_dropout < 1.0):
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
         _pos("lr", self.lr)
         _pos("max_grad_norm", self.max_grad_norm)
         if isinstance(self.weight_decay, bool) or not math.isfinite(self.weight_decay) or self.weight_decay < 0:
@@ -207,6 +211,8 @@ class RlhfOptions(TuneOptions):
         _pos("beta", self.beta)
         if isinstance(self.alpha, bool) or not math.isfinite(self.alpha) or self.alpha < 0:
             raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
+        if self.alpha > 0 and not self.xpo:
+            raise ValueError("--alpha is XPO's optimism coefficient: add --xpo (or drop --alpha)")
         for f in ("iterations", "prompts_per_iteration", "steps_per_iteration", "pairs_per_prompt"):
             _int_ge(f, getattr(self, f), 1)
 

@@ -81,6 +81,9 @@ class TrainConfig:
         check_positive(self.lr, "lr")
         check_positive(self.max_grad_norm, "max_grad_norm")
         check_nonneg(self.weight_decay, "weight_decay")
+        if self.lora_alpha is not None and (isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, int)
+                                            or self.lora_alpha < 1):
+            raise ValueError(f"lora_alpha must be an integer >= 1 or None (2 x rank), got {self.lora_alpha!r}")
         if not (0.0 <= self.lora_dropout < 1.0):
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
 
