@@ -1,6 +1,7 @@
 """reproduce(): every claim computed from measured numbers on a tiny preset; the real quick run (slow)."""
 
 import json
+import resource
 import subprocess
 import sys
 from dataclasses import replace
@@ -201,6 +202,7 @@ def test_parallel_workers_match_serial_and_parent_skips_cached_m0(tmp_path, monk
             raise AssertionError("the parent loaded or pre-trained a cached M0")
 
         monkeypatch.setattr(M, "pretrain_m0", no_parent_m0)
+        ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         par = R.reproduce(True, tmp_path / "par", seeds=[0, 1], device="cpu", threads=2, quiet=True,
                           cache=tmp_path / "cache")
     finally:
@@ -212,3 +214,7 @@ def test_parallel_workers_match_serial_and_parent_skips_cached_m0(tmp_path, monk
     assert meta["m0"]["0"]["cached"] is True
     runs = json.loads((tmp_path / "par" / "runs.json").read_text())["runs"]
     assert all(r["timing"]["cpu_knowledge"] > 0 and r["timing"]["cpu_multi"] > 0 for r in runs)
+    # the forkserver was stopped and waited for, so the workers' CPU counts among this process's children
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+    assert children >= sum(r["timing"]["cpu"] for r in runs)

@@ -556,10 +556,13 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
     if parallel:
         per = max(1, n_threads // len(todo))
         ctx = ctx or _forkserver_context()
-        with cf.ProcessPoolExecutor(max_workers=min(len(todo), n_threads), mp_context=ctx) as ex:
-            futs = {ex.submit(_worker, (s, ws, ts, cache, True, per)): (ws, ts) for ws, ts in todo}
-            for f in cf.as_completed(futs):
-                done[futs[f]] = _save_seed(out, s, *futs[f], f.result())
+        try:
+            with cf.ProcessPoolExecutor(max_workers=min(len(todo), n_threads), mp_context=ctx) as ex:
+                futs = {ex.submit(_worker, (s, ws, ts, cache, True, per)): (ws, ts) for ws, ts in todo}
+                for f in cf.as_completed(futs):
+                    done[futs[f]] = _save_seed(out, s, *futs[f], f.result())
+        finally:
+            _stop_forkserver()
     else:  # one seed after another, each with its own M0 just before it (a partial run has whole seeds)
         for ws, ts in todo:
             tm = time.perf_counter()
@@ -601,6 +604,21 @@ def _forkserver_context() -> Any:
     ctx.set_forkserver_preload(_PRELOAD)
     forkserver.ensure_running()
     return ctx
+
+
+def _stop_forkserver() -> None:
+    """Stop the forkserver and wait for it. The workers are its children (it reaps them), so only once this
+    process has waited for the server do the workers' and the server's CPU-seconds count among this
+    process's finished children (``RUSAGE_CHILDREN``: ``/usr/bin/time`` and ``results.json``'s
+    ``cpu_seconds``); without it they would report the parent's CPU alone."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is None:  # pragma: no cover - a Python without ForkServer._stop
+        log.warning("cannot stop the forkserver: the workers' CPU-seconds are missing from cpu_seconds")
+        return
+    stop()
 
 
 def _cpu_likely(device: str) -> bool:
