@@ -138,11 +138,20 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     from iclr25.core.seed import seed_everything
 
     from .evaluation import completion_accuracy, first_token_accuracy, first_token_predictions, qa_accuracy
-    from .lora import add_knowledge_adapter, add_skill_adapter, adapter_parameters, tensor_hashes
+    from .lora import adapter_parameters, add_knowledge_adapter, add_skill_adapter, tensor_hashes
     from .model import fuse_gelu, pretrain_m0
     from .training import train_knowledge_adapter, train_skill_adapter
-    from .world import (TINY_FORMAT, chance_accuracy, knowledge_corpus, make_world, passage_prompts, probe_ceiling, qa_items,
-                        skill_examples, statement_prompts)
+    from .world import (
+        TINY_FORMAT,
+        chance_accuracy,
+        knowledge_corpus,
+        make_world,
+        passage_prompts,
+        probe_ceiling,
+        qa_items,
+        skill_examples,
+        statement_prompts,
+    )
 
     if threads:
         torch.set_num_threads(threads)
