@@ -1,6 +1,7 @@
 """reproduce(): every claim computed from measured numbers on a tiny preset; the real quick run (slow)."""
 
 import json
+import resource
 import subprocess
 import sys
 from dataclasses import replace
@@ -91,6 +92,7 @@ def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):
         raise RuntimeError("stop after M0")
 
     monkeypatch.setattr(M, "pretrain_m0", fake_pretrain)
+    monkeypatch.setattr(R, "_forkserver_context", lambda: None)  # no worker is reached: M0 stops the run first
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -170,3 +172,49 @@ def test_fast_path_matches_straightforward_tiny(tmp_path):
     assert fast["sft_real"]["final_loss"] == pytest.approx(slow["sft_real"]["final_loss"], rel=1e-3)
     assert fast["frozen"]["changed_frozen"] == slow["frozen"]["changed_frozen"] == []
     assert fast["frozen"]["skill_unchanged"] == slow["frozen"]["skill_unchanged"] == []
+
+
+def test_cpu_likely_needs_no_torch():
+    assert R._cpu_likely("cpu") is True
+    assert R._cpu_likely("cuda") is False and R._cpu_likely("mps") is False and R._cpu_likely("cuda:1") is False
+    assert isinstance(R._cpu_likely("auto"), bool)
+
+
+@pytest.mark.slow
+def test_parallel_workers_match_serial_and_parent_skips_cached_m0(tmp_path, monkeypatch):
+    """The forkserver workers (2 seeds, threads=2) give the serial run's numbers, and with M0 cached the parent
+    neither loads nor re-trains it (pretrain_m0 patched to fail in the parent; the workers load M0 themselves)."""
+    import torch
+
+    import iclr25.prereq_tune.model as M
+
+    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
+                   know_args=replace(R.QUICK.know_args, epochs=1), skill_args=replace(R.QUICK.skill_args, epochs=1),
+                   fict_max_epochs=2, fict_eval_every=1)
+    monkeypatch.setattr(R, "QUICK", tiny)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        serial = R.reproduce(True, tmp_path / "serial", seeds=[0, 1], device="cpu", threads=1, quiet=True,
+                             cache=tmp_path / "cache")
+
+        def no_parent_m0(*a, **k):
+            raise AssertionError("the parent loaded or pre-trained a cached M0")
+
+        monkeypatch.setattr(M, "pretrain_m0", no_parent_m0)
+        ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        par = R.reproduce(True, tmp_path / "par", seeds=[0, 1], device="cpu", threads=2, quiet=True,
+                          cache=tmp_path / "cache")
+    finally:
+        torch.set_num_threads(before)
+    assert [c.name for c in par] == NAMES
+    for a, b in zip(serial, par):
+        assert a.ours == pytest.approx(b.ours, abs=1e-9) and a.holds == b.holds, a.name
+    meta = json.loads((tmp_path / "par" / "runs.json").read_text())["meta"]
+    assert meta["m0"]["0"]["cached"] is True
+    runs = json.loads((tmp_path / "par" / "runs.json").read_text())["runs"]
+    assert all(r["timing"]["cpu_knowledge"] > 0 and r["timing"]["cpu_multi"] > 0 for r in runs)
+    # the forkserver was stopped and waited for, so the workers' CPU counts among this process's children
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+    assert children >= sum(r["timing"]["cpu"] for r in runs)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -137,11 +138,20 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     from iclr25.core.seed import seed_everything
 
     from .evaluation import completion_accuracy, first_token_accuracy, first_token_predictions, qa_accuracy
-    from .lora import add_knowledge_adapter, add_skill_adapter, adapter_parameters, tensor_hashes
+    from .lora import adapter_parameters, add_knowledge_adapter, add_skill_adapter, tensor_hashes
     from .model import fuse_gelu, pretrain_m0
     from .training import train_knowledge_adapter, train_skill_adapter
-    from .world import (TINY_FORMAT, chance_accuracy, knowledge_corpus, make_world, passage_prompts, probe_ceiling, qa_items,
-                        skill_examples, statement_prompts)
+    from .world import (
+        TINY_FORMAT,
+        chance_accuracy,
+        knowledge_corpus,
+        make_world,
+        passage_prompts,
+        probe_ceiling,
+        qa_items,
+        skill_examples,
+        statement_prompts,
+    )
 
     if threads:
         torch.set_num_threads(threads)
@@ -164,6 +174,8 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
     out["m0"]["completion_real_train"] = completion_accuracy(m0, tok, statement_prompts(world, "real_train"))
     out["m0"]["qa_real_test"] = qa_accuracy(m0, tok, rtest, fmt=fmt)
 
+    cpu_mark = [cpu0]
+
     def dump(stage: str) -> None:
         out["timing"]["cpu_so_far"] = round(time.process_time() - cpu0, 2)
         out["timing"]["wall_so_far"] = round(time.perf_counter() - t_all, 2)
@@ -176,6 +188,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
 
     def tick(name: str, t0: float) -> None:
         out["timing"][name] = round(time.perf_counter() - t0, 2)
+        now = time.process_time()
+        out["timing"][f"cpu_{name}"] = round(now - cpu_mark[0], 2)  # this process's CPU-s in the stage
+        cpu_mark[0] = now
         dump(name)
         st = out.get(f"{name}_summary", out.get(name, {}))
         nums = {k: v for k, v in (st.items() if isinstance(st, dict) else ()) if isinstance(v, float)}
@@ -486,40 +501,17 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
         The claims.
     """
     import concurrent.futures as cf
-    import multiprocessing as mp
 
     from iclr25.core.seed import choose_device
 
-    from .model import pretrain_m0
+    from .model import m0_dir, pretrain_m0
     from .world import make_world
 
     s = QUICK if quick else FULL
     seeds = list(seeds) if seeds else list(s.seeds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dev = choose_device(device)
     plan = [((seeds[0] if s.share_world else sd), sd) for sd in seeds]
-    # M0 first, in this process (one-time pre-training, reported separately). On CPU it runs with ONE
-    # intra-op thread whatever --threads says: its ops are tiny (128 x ~11 tokens x d 96), so a second
-    # OpenMP thread buys little and, on a shared machine, costs much more (measured under load: 0.96
-    # CPU-s and 1.41 s wall per step at 2 threads vs 0.21 CPU-s and 0.41 s at 1 thread; README).
-    import torch  # noqa: F401  (imported first so limited_threads also sets torch's count)
-
-    from iclr25.core.threads import limited_threads
-
-    t0 = time.perf_counter()
-    m0_info: dict[int, dict[str, Any]] = {}
-
-    def pretrain(ws: int) -> None:
-        if ws in m0_info:
-            return
-        with limited_threads(1 if dev == "cpu" else None):
-            world = make_world(s.n_real, s.n_fict, s.n_versions, ws, n_templates=s.n_templates,
-                               n_passages=s.n_passages)
-            _, _, path, info = pretrain_m0(world, replace(s.m0, seed=ws), cache=cache, progress=not quiet)
-        m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds"),
-                       "threads": 1 if dev == "cpu" else None}
-
     done: dict[tuple[int, int], dict[str, Any]] = {}
     for ws, ts in plan:
         r = _load_seed(out, s, ws, ts) if resume else None
@@ -528,20 +520,58 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
             done[(ws, ts)] = r
     todo = [p for p in plan if p not in done]
     n_threads = threads or os.cpu_count() or 1
+    # The seed workers fork from a forkserver that imports the training stack (torch, transformers, peft:
+    # ~25 CPU-s, most of it peft pulling in torch._dynamo) once; spawned workers paid it once each. When
+    # the run will be on CPU it is started first, so that its imports overlap this process's own start-up.
+    ctx = None
+    if len(todo) > 1 and n_threads >= 2 and _cpu_likely(device):
+        ctx = _forkserver_context()
+    dev = choose_device(device)
     parallel = dev == "cpu" and len(todo) > 1 and n_threads >= 2
+    # M0 first, in this process (one-time pre-training, reported separately). On CPU it runs with ONE
+    # intra-op thread whatever --threads says: its ops are tiny (128 x ~11 tokens x d 96), so a second
+    # OpenMP thread buys little and, on a shared machine, costs much more (measured under load: 0.96
+    # CPU-s and 1.41 s wall per step at 2 threads vs 0.21 CPU-s and 0.41 s at 1 thread; README).
+    t0 = time.perf_counter()
+    m0_info: dict[int, dict[str, Any]] = {}
+
+    def pretrain(ws: int, *, load: bool = True) -> None:
+        if ws in m0_info:
+            return
+        world = make_world(s.n_real, s.n_fict, s.n_versions, ws, n_templates=s.n_templates, n_passages=s.n_passages)
+        spec = replace(s.m0, seed=ws)
+        d = m0_dir(world, spec, cache)
+        if not load and (d / "config.json").is_file() and (d / "m0_train.json").is_file():
+            # cached: the workers load it themselves; this process only records where it is (no torch work
+            # here, so nothing but the imports is paid twice)
+            info = {**json.loads((d / "m0_train.json").read_text()), "cached": True}
+            path = d
+        else:
+            import torch  # noqa: F401  (imported first so limited_threads also sets torch's count)
+
+            from iclr25.core.threads import limited_threads
+
+            with limited_threads(1 if dev == "cpu" else None):
+                _, _, path, info = pretrain_m0(world, spec, cache=cache, progress=not quiet)
+        m0_info[ws] = {"path": str(path), "cached": info["cached"], "pretrain_seconds": info.get("seconds"),
+                       "threads": 1 if dev == "cpu" else None}
+
     m0_seconds = 0.0
     if parallel:  # every M0 first, in this process, then the seeds in parallel processes
         for ws in sorted({w for w, _ in todo}):
-            pretrain(ws)
+            pretrain(ws, load=False)
         m0_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     if parallel:
         per = max(1, n_threads // len(todo))
-        ctx = mp.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=min(len(todo), n_threads), mp_context=ctx) as ex:
-            futs = {ex.submit(_worker, (s, ws, ts, cache, True, per)): (ws, ts) for ws, ts in todo}
-            for f in cf.as_completed(futs):
-                done[futs[f]] = _save_seed(out, s, *futs[f], f.result())
+        ctx = ctx or _forkserver_context()
+        try:
+            with cf.ProcessPoolExecutor(max_workers=min(len(todo), n_threads), mp_context=ctx) as ex:
+                futs = {ex.submit(_worker, (s, ws, ts, cache, True, per)): (ws, ts) for ws, ts in todo}
+                for f in cf.as_completed(futs):
+                    done[futs[f]] = _save_seed(out, s, *futs[f], f.result())
+        finally:
+            _stop_forkserver()
     else:  # one seed after another, each with its own M0 just before it (a partial run has whole seeds)
         for ws, ts in todo:
             tm = time.perf_counter()
@@ -564,6 +594,50 @@ def reproduce(quick: bool = True, out_dir: str | Path = Path("results") / SLUG, 
     (out / "methods.md").write_text(methods_table(runs) + "\n")
     _plot(out, runs)
     return claims
+
+
+#: what the seed workers' forkserver imports once (see :func:`reproduce`)
+_PRELOAD = ["numpy", "torch", "transformers", "tokenizers", "peft", "transformers.models.gpt2.modeling_gpt2",
+            "iclr25.core.lm", "iclr25.prereq_tune.reproduce", "iclr25.prereq_tune.training", "iclr25.prereq_tune.lora",
+            "iclr25.prereq_tune.evaluation", "iclr25.prereq_tune.model", "iclr25.prereq_tune.world"]
+
+
+def _forkserver_context() -> Any:
+    """A ``forkserver`` multiprocessing context whose server preloads :data:`_PRELOAD` (started now, in the
+    background). Workers are forked from that single-threaded server, which has imported the modules but
+    run no torch op, so each worker skips the imports a ``spawn`` worker pays."""
+    import multiprocessing as mp
+    from multiprocessing import forkserver
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()
+    return ctx
+
+
+def _stop_forkserver() -> None:
+    """Stop the forkserver and wait for it. The workers are its children (it reaps them), so only once this
+    process has waited for the server do the workers' and the server's CPU-seconds count among this
+    process's finished children (``RUSAGE_CHILDREN``: ``/usr/bin/time`` and ``results.json``'s
+    ``cpu_seconds``); without it they would report the parent's CPU alone."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is None:  # pragma: no cover - a Python without ForkServer._stop
+        log.warning("cannot stop the forkserver: the workers' CPU-seconds are missing from cpu_seconds")
+        return
+    stop()
+
+
+def _cpu_likely(device: str) -> bool:
+    """Whether ``device`` will resolve to the CPU, decided without importing torch (``auto`` on Linux with
+    no NVIDIA or ROCm device node); only used to start the workers' forkserver early."""
+    if device == "cpu":
+        return True
+    if device != "auto" or not sys.platform.startswith("linux"):
+        return False
+    return not (Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists() or any(Path("/dev").glob("nvidia[0-9]*")))
 
 
 def _seed_path(out: Path, ws: int, ts: int) -> Path:
