@@ -39,9 +39,18 @@ def main() -> None:
 
     import iclr25.prereq_tune.training as T
     from iclr25.core.lm import tiny_causal_lm
-    from iclr25.prereq_tune import (TINY_FORMAT, add_knowledge_adapter, add_skill_adapter, knowledge_corpus, make_world,
-                                    qa_items, skill_examples, train_knowledge_adapter, train_skill_adapter,
-                                    world_tokenizer)
+    from iclr25.prereq_tune import (
+        TINY_FORMAT,
+        add_knowledge_adapter,
+        add_skill_adapter,
+        knowledge_corpus,
+        make_world,
+        qa_items,
+        skill_examples,
+        train_knowledge_adapter,
+        train_skill_adapter,
+        world_tokenizer,
+    )
     from iclr25.prereq_tune.evaluation import first_token_accuracy, first_token_predictions, qa_accuracy
     from iclr25.prereq_tune.training import KNOWLEDGE_ARGS_TINY, SKILL_ARGS_TINY
 

@@ -32,8 +32,16 @@ def main() -> None:
     import torch
 
     from iclr25.core.lm import tiny_causal_lm
-    from iclr25.prereq_tune import (TINY_FORMAT, TrainArgs, add_knowledge_adapter, add_skill_adapter, make_world,
-                                    skill_examples, train_skill_adapter, world_tokenizer)
+    from iclr25.prereq_tune import (
+        TINY_FORMAT,
+        TrainArgs,
+        add_knowledge_adapter,
+        add_skill_adapter,
+        make_world,
+        skill_examples,
+        train_skill_adapter,
+        world_tokenizer,
+    )
     from iclr25.prereq_tune.lora import KNOWLEDGE_TINY, SKILL_TINY
 
     torch.set_num_threads(a.threads)

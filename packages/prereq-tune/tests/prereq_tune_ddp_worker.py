@@ -18,7 +18,13 @@ def build():
     """The same model on every rank: a tiny GPT-2 with know_statement_v1/v2 (random, frozen) and a skill LoRA."""
     from iclr25.core.lm import tiny_causal_lm
     from iclr25.prereq_tune import make_world, world_tokenizer
-    from iclr25.prereq_tune.lora import KNOWLEDGE_TINY, SKILL_TINY, add_knowledge_adapter, add_skill_adapter, adapter_parameters
+    from iclr25.prereq_tune.lora import (
+        KNOWLEDGE_TINY,
+        SKILL_TINY,
+        adapter_parameters,
+        add_knowledge_adapter,
+        add_skill_adapter,
+    )
 
     world = make_world(20, 10, 2, seed=0)
     tok = world_tokenizer(world)

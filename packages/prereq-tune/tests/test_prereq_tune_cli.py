@@ -2,10 +2,8 @@
 on a local model folder (the --model path route; no hub download)."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -37,9 +35,10 @@ def test_version(capsys):
 
 @pytest.fixture
 def files(tmp_path, world, tok, base):
+    from dataclasses import asdict
+
     from iclr25.core.jsonl import write_jsonl
     from iclr25.prereq_tune import knowledge_corpus, qa_items, skill_examples
-    from dataclasses import asdict
 
     mdir = tmp_path / "m"
     base.save_pretrained(mdir)

@@ -4,14 +4,13 @@ weights stay identical across ranks, and the frozen knowledge adapters and base 
 
 import importlib.util
 import json
-import os
-import socket
-import subprocess
-import sys
+import math
 from pathlib import Path
 
 import pytest
 import torch
+
+from iclr25.core.testing import run_torchrun
 
 WORKER = Path(__file__).with_name("prereq_tune_ddp_worker.py")
 
@@ -36,14 +35,7 @@ def test_two_process_data_parallel_skill_training(tmp_path):
 
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), str(WORKER), str(out)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_torchrun([WORKER, out], timeout=400)
     r0, r1 = (json.loads((out / f"run_rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world_size"] == r1["world_size"] == 2 and r0["steps"] == r1["steps"] > 1
 
@@ -55,7 +47,7 @@ def test_two_process_data_parallel_skill_training(tmp_path):
     subject = lambda i: ex[i].question  # noqa: E731  (the same question in every version)
     n_q = len({e.question for e in ex})
     assert len(ex) == 2 * n_q
-    per_epoch = -(-(-(-n_q // 2)) // mod.ARGS["batch_size"])   # ceil(ceil(n_q / 2) / batch)
+    per_epoch = math.ceil(math.ceil(n_q / 2) / mod.ARGS["batch_size"])
     assert r0["steps"] == r1["steps"] == mod.ARGS["epochs"] * per_epoch
     first = [{subject(i) for b in r["batches"][:per_epoch] for i in b["rows"]} for r in (r0, r1)]
     assert first[0].isdisjoint(first[1])

@@ -7,8 +7,18 @@ import pytest
 import torch
 
 import iclr25.prereq_tune.training as T
-from iclr25.prereq_tune import (TINY_FORMAT, add_knowledge_adapter, add_skill_adapter, knowledge_corpus, passage_prompts,
-                                probe_ceiling, qa_items, skill_examples, statement_prompts, train_skill_adapter)
+from iclr25.prereq_tune import (
+    TINY_FORMAT,
+    add_knowledge_adapter,
+    add_skill_adapter,
+    knowledge_corpus,
+    passage_prompts,
+    probe_ceiling,
+    qa_items,
+    skill_examples,
+    statement_prompts,
+    train_skill_adapter,
+)
 from iclr25.prereq_tune.evaluation import first_token_accuracy, first_token_predictions, qa_accuracy
 from iclr25.prereq_tune.model import fuse_gelu
 from iclr25.prereq_tune.training import SKILL_ARGS_TINY

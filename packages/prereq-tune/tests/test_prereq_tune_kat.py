@@ -5,11 +5,30 @@ import math
 import pytest
 import torch
 
-from iclr25.prereq_tune import (ATTRIBUTES, VALUES, FrozenTensorError, SkillExample, TrainArgs, active_adapters,
-                                add_knowledge_adapter, add_skill_adapter, adapter_groups, adapter_parameters,
-                                chance_accuracy, em_match, encode_completions, make_world, normalize_answer,
-                                parse_version, qa_accuracy, qa_items, skill_examples, tensor_hashes,
-                                train_skill_adapter, TINY_FORMAT)
+from iclr25.prereq_tune import (
+    ATTRIBUTES,
+    TINY_FORMAT,
+    VALUES,
+    FrozenTensorError,
+    SkillExample,
+    TrainArgs,
+    active_adapters,
+    adapter_groups,
+    adapter_parameters,
+    add_knowledge_adapter,
+    add_skill_adapter,
+    chance_accuracy,
+    em_match,
+    encode_completions,
+    make_world,
+    normalize_answer,
+    parse_version,
+    qa_accuracy,
+    qa_items,
+    skill_examples,
+    tensor_hashes,
+    train_skill_adapter,
+)
 from iclr25.prereq_tune.lora import KNOWLEDGE_TINY, SKILL_TINY
 
 FAST = TrainArgs(epochs=1, lr=5e-3, batch_size=8, max_length=32)

@@ -8,8 +8,14 @@ import torch
 
 from iclr25.prereq_tune import TINY_FORMAT, TrainArgs, skill_examples, train_skill_adapter
 from iclr25.prereq_tune.data import encode_completions
-from iclr25.prereq_tune.lora import (KNOWLEDGE_TINY, SKILL_TINY, add_knowledge_adapter, add_skill_adapter,
-                                     adapter_parameters, tensor_hashes)
+from iclr25.prereq_tune.lora import (
+    KNOWLEDGE_TINY,
+    SKILL_TINY,
+    adapter_parameters,
+    add_knowledge_adapter,
+    add_skill_adapter,
+    tensor_hashes,
+)
 from iclr25.prereq_tune.training import completion_loss, merged_knowledge_weights
 
 

@@ -1,7 +1,6 @@
 """New-user trial (stop 37): the CLI chain train-knowledge -> train-skill -> evaluate / generate, broken on
 purpose; one test per finding."""
 
-import json
 from dataclasses import asdict
 
 import pytest

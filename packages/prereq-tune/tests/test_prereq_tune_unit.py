@@ -5,11 +5,26 @@ import json
 import pytest
 import torch
 
-from iclr25.prereq_tune import (FrozenTensorError, LoraSpec, SkillExample, TrainArgs, TINY_FORMAT, active_adapters,
-                                add_knowledge_adapter, add_skill_adapter, adapter_parameters, knowledge_corpus,
-                                load_adapter, read_knowledge_jsonl, read_qa_jsonl, read_skill_jsonl, save_adapter,
-                                skill_examples, tensor_hashes, train_knowledge_adapter, train_skill_adapter)
-from iclr25.prereq_tune.lora import KNOWLEDGE_TINY, SKILL_TINY
+from iclr25.prereq_tune import (
+    TINY_FORMAT,
+    FrozenTensorError,
+    LoraSpec,
+    TrainArgs,
+    active_adapters,
+    adapter_parameters,
+    add_knowledge_adapter,
+    add_skill_adapter,
+    knowledge_corpus,
+    load_adapter,
+    read_knowledge_jsonl,
+    read_qa_jsonl,
+    read_skill_jsonl,
+    save_adapter,
+    skill_examples,
+    tensor_hashes,
+    train_knowledge_adapter,
+    train_skill_adapter,
+)
 
 ARGS = TrainArgs(epochs=1, lr=5e-3, batch_size=8, max_length=32)
 SMALL = LoraSpec(4, 8.0, 0.0, ("c_attn", "c_proj", "c_fc"), True)

@@ -18,8 +18,14 @@ from typing import Any
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import (DemoConfig, EvaluateConfig, GenerateConfig, PrereqReproduceConfig, TrainKnowledgeConfig,
-                     TrainSkillConfig)
+from .config import (
+    DemoConfig,
+    EvaluateConfig,
+    GenerateConfig,
+    PrereqReproduceConfig,
+    TrainKnowledgeConfig,
+    TrainSkillConfig,
+)
 
 PROG = "iclr25-prereq-tune"
 SLUG = "prereq-tune"
@@ -52,10 +58,10 @@ def _accelerator(cfg: Any):
 
 def _load_model(cfg: Any, device: str | None = None) -> tuple[Any, Any, Any, dict[str, Any]]:
     """(model, tokenizer, prompt format, info)."""
+    from iclr25.core.seed import choose_device
+
     from .data import OFFICIAL_FORMAT, PromptFormat
     from .world import TINY_FORMAT
-
-    from iclr25.core.seed import choose_device
 
     dev = device or choose_device(cfg.device)
     if cfg.model == "tiny":
@@ -271,7 +277,7 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
     import torch
 
     from .data import parse_version, read_hub_split, read_knowledge_jsonl
-    from .lora import add_knowledge_adapter, adapter_names, save_adapter
+    from .lora import adapter_names, add_knowledge_adapter, save_adapter
     from .training import train_knowledge_adapter
 
     if (cfg.data is None) == (cfg.hub_config is None):
@@ -506,11 +512,10 @@ def cmd_generate(cfg: GenerateConfig) -> int:
 
 def cmd_demo(cfg: DemoConfig) -> int:
     from iclr25.core.jsonl import write_jsonl
+    from iclr25.core.results import claims_table
 
     from .reproduce import QUICK, claims_from_runs, methods_table, run_seed
-    from .world import make_world, qa_items, skill_examples, knowledge_corpus
-
-    from iclr25.core.results import claims_table
+    from .world import knowledge_corpus, make_world, qa_items, skill_examples
 
     s = QUICK
     out = Path(cfg.out)

@@ -42,7 +42,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .data import OFFICIAL_FORMAT, EncodedRows, PromptFormat, SkillExample, encode_completions, encode_texts, finite_in
+from .data import (
+    OFFICIAL_FORMAT,
+    EncodedRows,
+    PromptFormat,
+    SkillExample,
+    encode_completions,
+    encode_texts,
+    finite_in,
+)
 from .lora import FrozenTensorError, adapter_names, adapter_parameters, changed_tensors, tensor_hashes
 
 __all__ = [
@@ -687,7 +695,6 @@ def _plan(examples: Sequence[SkillExample], knowledge: Sequence[str], real_knowl
     elif real_knowledge:
         real_set = set(real_knowledge)
     fake_names = [k for k in knowledge if k not in real_set]
-    real_names = [k for k in knowledge if k in real_set]
     g1, g2 = adapter_groups(knowledge, alternate) if knowledge else ([], [])
     groups = ([k for k in g1 if k in fake_names], [k for k in g2 if k in fake_names])
     real_groups = ([k for k in g1 if k in real_set], [k for k in g2 if k in real_set])
