@@ -83,6 +83,8 @@ def test_training_hits_the_cap_and_says_so(caplog):
         model, info = pretrain_trap_base_to_kl(task, replace(TINY, stop_kl=1e-6), val, progress=False)
     assert info["converged"] is False and info["steps"] == 10
     assert [h[0] for h in info["kl_history"]] == [5, 10] and info["val_kl"] > 1e-6
+    lrs = [h[3] for h in info["kl_history"]]          # warm-up done at step 2: full lr, then only ever halved
+    assert lrs[0] == pytest.approx(TINY.lr) and all(b in (a, a / 2) for a, b in zip(lrs, lrs[1:]))
     assert "did NOT converge" in caplog.text
     assert info["val_kl"] == pytest.approx(trap_data_kl(model, _tok(), task, val)["kl"], rel=1e-9)
 
@@ -98,7 +100,7 @@ def test_cached_base_records_the_recipe_and_its_key_covers_it(tmp_path):
     _, test = task.split(40, 24, seed=0)
     cfg = replace(TINY, n_val=16)
     b = cached_trap_base(task, cfg, cache=tmp_path, progress=False, exclude=test)
-    assert b.info["cached"] is False and b.info["recipe"] == "kl-stop-v1" and b.info["converged"] is False
+    assert b.info["cached"] is False and b.info["recipe"] == "kl-stop-v2" and b.info["converged"] is False
     again = cached_trap_base(task, cfg, cache=tmp_path, progress=False, exclude=test)
     assert again.info["cached"] is True and again.info["val_kl"] == b.info["val_kl"]
     train = json.loads((tmp_path / "sharpening" / again.info["path"].split("/")[-1] / "trapbase_train.json").read_text())

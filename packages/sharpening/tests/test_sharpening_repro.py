@@ -65,7 +65,7 @@ def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
     assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
     assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
     assert m["resumed_stages"] == []
-    assert all(b["recipe"] == "kl-stop-v1" and b["converged"] is False and b["steps"] == 20 for b in m["base"])
+    assert all(b["recipe"] == "kl-stop-v2" and b["converged"] is False and b["steps"] == 20 for b in m["base"])
     assert any(p.name.startswith("trapbase-") for p in (cache / "sharpening").iterdir())
     # --resume: every finished stage is reloaded (numeric keys restored), the claims are the same numbers
     again = reproduce(False, tmp_path / "full", settings=st, resume=True)

@@ -28,7 +28,7 @@ __all__ = ["TrapBaseConfig", "TrapBase", "trap_corpus", "cached_trap_base", "use
            "trap_data_kl", "validation_pairs", "pretrain_trap_base_to_kl"]
 
 #: Version of the to-convergence recipe; part of its cache key (bump it when the training loop changes).
-KL_RECIPE = "kl-stop-v1"
+KL_RECIPE = "kl-stop-v2"
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class TrapBaseConfig:
         eval_every: steps between KL checks.
         n_val: validation prompts for the KL (drawn from the prompts not excluded, e.g. not the test ones).
         warmup_steps: linear warm-up steps of the to-convergence recipe.
+        plateau_patience: KL checks without a 1% improvement before the lr is halved (to-convergence recipe).
     """
 
     n_layer: int = 2
@@ -76,10 +77,11 @@ class TrapBaseConfig:
     eval_every: int = 200
     n_val: int = 256
     warmup_steps: int = 160
+    plateau_patience: int = 2
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_embd", "n_head", "n_strings", "epochs", "batch_size", "max_steps", "eval_every",
-                  "n_val", "warmup_steps"):
+                  "n_val", "warmup_steps", "plateau_patience"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"TrapBaseConfig.{f} must be an integer >= 1, got {v!r}")
@@ -219,13 +221,15 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
     Every step draws ``batch_size`` fresh ``(prompt, answer)`` strings from the task's generator (operands
     uniform over all prompts, answers from ``p_data``; numpy generator seeded by ``cfg.seed``), so no string
     is revisited. Loss: mean cross-entropy on the two answer digits and EOS. AdamW (``lr``, ``beta2``,
-    ``weight_decay``), linear warm-up over ``warmup_steps``, then constant ``lr``; gradient clip 1.0. Every
-    ``eval_every`` steps (and at the cap) the mean :func:`trap_data_kl` on ``val`` is computed; training
-    stops at the first check with ``KL <= stop_kl``.
+    ``weight_decay``), linear warm-up over ``warmup_steps``, then ``lr`` halved (torch ``ReduceLROnPlateau``,
+    down to ``lr / 64``) whenever the validation KL has not improved by 1% for ``plateau_patience`` checks
+    (a constant lr of 3e-3 stalled at KL ~0.15 from its own noise); gradient clip 1.0. Every ``eval_every``
+    steps (and at the cap) the mean :func:`trap_data_kl` on ``val`` is computed; training stops at the first
+    check with ``KL <= stop_kl``.
 
     Returns:
         ``(model, info)``: GPT-2 in eval mode on CPU, and ``{"steps", "converged", "val_kl", "kl_history":
-        [[step, kl, mean train loss since the last check], ...], "seconds", "cpu_seconds", "final_loss"}``.
+        [[step, kl, mean train loss since the last check, lr], ...], "seconds", "cpu_seconds", "final_loss"}``.
 
     Raises:
         ValueError: ``cfg.stop_kl`` is ``None``. FloatingPointError: the loss is not finite.
@@ -253,7 +257,9 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
     use_fused_gelu(model)
     rng = np.random.default_rng([cfg.seed, 31])
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, cfg.beta2))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps))
+    # after the warm-up: halve lr when the validation KL has not improved by 1% for plateau_patience checks
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=cfg.plateau_patience,
+                                                         threshold=0.01, min_lr=cfg.lr / 64)
     history: list[list[float]] = []
     kl = float("inf")
     losses: list[float] = []
@@ -262,6 +268,9 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
                  unit="step", quiet=None if progress else True)
     model.train()
     for step in range(1, cfg.max_steps + 1):
+        if step <= cfg.warmup_steps:
+            for g in opt.param_groups:
+                g["lr"] = cfg.lr * step / cfg.warmup_steps
         idx = rng.integers(0, len(all_pairs), cfg.batch_size)
         ans = task.sample_answers(all_pairs[idx], rng)
         x = np.concatenate([p_ids[idx], a_ids[ans], np.broadcast_to(eos, (cfg.batch_size, 1))], 1)
@@ -276,16 +285,17 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sched.step()
         losses.append(float(loss.item()))
         bar.update(1)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             kl = trap_data_kl(model, tok, task, val)["kl"]
             model.train()
-            history.append([step, kl, float(np.mean(losses))])
+            history.append([step, kl, float(np.mean(losses)), float(opt.param_groups[0]["lr"])])
+            if step > cfg.warmup_steps:
+                plateau.step(kl)
             bar.set_postfix(kl=f"{kl:.4f}", loss=f"{np.mean(losses):.3f}")
-            log.info("trap base p_c=%g seed %d: step %d, validation KL %.4f nats (stop at %.3g), train loss %.4f",
-                     task.p_correct, cfg.seed, step, kl, cfg.stop_kl, np.mean(losses))
+            log.info("trap base p_c=%g seed %d: step %d, validation KL %.4f nats (stop at %.3g), train loss %.4f, "
+                     "lr %.3g", task.p_correct, cfg.seed, step, kl, cfg.stop_kl, np.mean(losses), history[-1][3])
             losses = []
             if kl <= cfg.stop_kl:
                 break

@@ -96,10 +96,11 @@ class ReproSettings:
                    # Every full-preset base is trained to convergence against the known data distribution
                    # (README deviation 10): fresh strings every step until the exact validation
                    # KL(p_data || pi_base) <= 0.05 nats (an unlearned units digit costs p_c ln 10 = 0.92 / 0.46 /
-                   # 0.23 nats at p_c 0.4 / 0.2 / 0.1), checked every 200 steps, cap 8,000 steps; fixed lengths
+                   # 0.23 nats at p_c 0.4 / 0.2 / 0.1), checked every 200 steps, cap 8,000 steps, lr halved when
+                   # the KL stalls for 2 checks (constant lr 3e-3 stalled at ~0.15 on its own noise); fixed lengths
                    # (1,600 and 3,200 steps) each left some seed or p_c on the units-digit plateau.
                    # AdamW beta2 = 0.98 (0.999 left the 1,600-step seed-0 base without the trap).
-                   base=TrapBaseConfig(beta2=0.98, stop_kl=0.05, max_steps=8000, eval_every=200),
+                   base=TrapBaseConfig(beta2=0.98, stop_kl=0.05, max_steps=8000, eval_every=200, plateau_patience=2),
                    n_train=1000, n_test=400,
                    bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True)
 
