@@ -50,14 +50,23 @@ def test_reproduce_tiny_writes_every_quick_claim(tmp_path, cache):
 def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
     st = replace(TINY, seeds=(0,), coverage=True, coverage_tasks=((0.4, 10), (0.1, 40)), coverage_draws=8,
                  xpo=True, xpo_alphas=(0.0, 0.1), xpo_iterations=2, xpo_prompts_per_iteration=4,
-                 xpo_steps_per_iteration=2, offline_pairs=(8, 16), offline_steps=4, n_train=40)
+                 xpo_steps_per_iteration=2, offline_pairs=(8, 16), offline_steps=4, n_train=40,
+                 # the full preset's to-convergence recipe, with a threshold this tiny base cannot reach in 20 steps
+                 base=replace(TINY_BASE, stop_kl=1e-3, max_steps=20, eval_every=10, n_val=16, warmup_steps=5))
     claims = reproduce(False, tmp_path / "full", settings=st)
     names = {c.name for c in claims}
+    trap = next(c for c in claims if c.name == "base/trap_learned")
+    assert not trap.holds and trap.ours == 0.0
+    assert "NOT converged" in trap.note and "did not converge" in trap.note and "after 20 steps" in trap.note
+    cov = next(c for c in claims if c.name == "coverage/required_n_tracks_ccov")
+    assert "NOT converged" in cov.note
     assert {"coverage/required_n_tracks_ccov", "xpo/fewer_samples_than_offline"} <= names
     m = json.loads((tmp_path / "full" / "metrics.json").read_text())
     assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
     assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
     assert m["resumed_stages"] == []
+    assert all(b["recipe"] == "kl-stop-v2" and b["converged"] is False and b["steps"] == 20 for b in m["base"])
+    assert any(p.name.startswith("trapbase-") for p in (cache / "sharpening").iterdir())
     # --resume: every finished stage is reloaded (numeric keys restored), the claims are the same numbers
     again = reproduce(False, tmp_path / "full", settings=st, resume=True)
     assert [(c.name, c.ours, c.baseline, c.holds) for c in again] == [(c.name, c.ours, c.baseline, c.holds)

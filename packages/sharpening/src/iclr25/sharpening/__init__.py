@@ -56,6 +56,8 @@ _LAZY = {
     "TrapBaseConfig": "base",
     "TrapBase": "base",
     "cached_trap_base": "base",
+    "trap_data_kl": "base",
+    "data_kl": "base",
     "evaluate_on_trap": "evaluation",
     "reproduce": "reproduce",
 }

@@ -93,12 +93,15 @@ class ReproSettings:
         if quick:
             return cls()
         return cls(seeds=(0, 1, 2), base_per_seed=True,
-                   # AdamW beta2 = 0.98: with 0.999 the seed-0 base of the 1,600-step recipe did not learn the
-                   # trap (exact argmax correct on 23% of test prompts; seed 1: 80%); with 0.98 it does (100%).
-                   # 4 epochs (3,200 steps at batch 128): at 2 epochs the seed-2 base and the p_c = 0.2 / 0.1 bases
-                   # stayed on the units-digit plateau; more updates on the same data (batch 64 x 3,200 or
-                   # 32 x 6,400 steps) did not help on held-out seeds 100 / 101 at p_c = 0.1 (README deviation 10)
-                   base=TrapBaseConfig(n_strings=102_400, epochs=4, beta2=0.98), n_train=1000, n_test=400,
+                   # Every full-preset base is trained to convergence against the known data distribution
+                   # (README deviation 10): fresh strings every step until the exact validation
+                   # KL(p_data || pi_base) <= 0.05 nats (an unlearned units digit costs p_c ln 10 = 0.92 / 0.46 /
+                   # 0.23 nats at p_c 0.4 / 0.2 / 0.1), checked every 200 steps, cap 8,000 steps, lr halved when
+                   # the KL stalls for 2 checks (constant lr 3e-3 stalled at ~0.15 on its own noise); fixed lengths
+                   # (1,600 and 3,200 steps) each left some seed or p_c on the units-digit plateau.
+                   # AdamW beta2 = 0.98 (0.999 left the 1,600-step seed-0 base without the trap).
+                   base=TrapBaseConfig(beta2=0.98, stop_kl=0.05, max_steps=8000, eval_every=200, plateau_patience=2),
+                   n_train=1000, n_test=400,
                    bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True)
 
 
@@ -141,16 +144,39 @@ def _margin_claim(name: str, metric: str, ours: list[float], base: list[float], 
 
 
 # ----------------------------------------------------------------------------------------------
-def _bases(task: TrapArithmeticTask, cfg: TrapBaseConfig, device: str, clock: _Clock, infos: list):
+def _bases(task: TrapArithmeticTask, cfg: TrapBaseConfig, device: str, clock: _Clock, infos: list,
+           exclude: np.ndarray | None = None):
     from .base import cached_trap_base
 
     with clock("base"):
-        b = cached_trap_base(task, cfg, progress=True)
+        b = cached_trap_base(task, cfg, progress=True, exclude=exclude)
     b.model.to(device)
     infos.append({"p_correct": task.p_correct, "n_distractors": task.n_distractors, "seed": cfg.seed,
                   "cached": b.info["cached"], "pretrain_seconds": b.info["pretrain_seconds"],
-                  "final_loss": b.info["final_loss"], "steps": b.info["steps"], "path": b.info["path"]})
+                  "pretrain_cpu_seconds": b.info["pretrain_cpu_seconds"], "recipe": b.info["recipe"],
+                  "final_loss": b.info["final_loss"], "steps": b.info["steps"], "val_kl": b.info["val_kl"],
+                  "converged": b.info["converged"], "stop_kl": cfg.stop_kl, "path": b.info["path"]})
     return b
+
+
+def _base_conv(b) -> dict:
+    """The base's recipe outcome, for the claims' notes."""
+    return {"base_steps": b.info["steps"], "base_val_kl": b.info["val_kl"], "base_converged": b.info["converged"],
+            "base_pretrain_cpu_s": b.info["pretrain_cpu_seconds"], "base_stop_kl": b.info.get("stop_kl")}
+
+
+def _conv_text(ms: list[dict]) -> tuple[bool, str]:
+    """(all converged, a note fragment) for base records carrying :func:`_base_conv`'s keys."""
+    ok = all(m.get("base_converged") is not False for m in ms)
+    parts = []
+    for m in ms:
+        if m.get("base_converged") is None:
+            parts.append(f"fixed-length recipe, {m.get('base_steps')} steps, validation KL {m.get('base_val_kl', float('nan')):.4f}")
+        else:
+            parts.append(f"{'converged' if m['base_converged'] else 'NOT converged'}: validation KL "
+                         f"{m['base_val_kl']:.4f} nats (stop at {m['base_stop_kl']:g}) after {m['base_steps']} steps, "
+                         f"{m['base_pretrain_cpu_s']:.0f} CPU-s")
+    return ok, "; ".join(parts)
 
 
 def _base_eval(base, task, test, n_samples):
@@ -369,9 +395,10 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
     def seed_stage(s: int) -> dict:
         bseed = s if st.base_per_seed else 0
         if bseed not in bases:
-            b = _bases(task, replace(st.base, seed=bseed), dev, clock, base_infos)
+            b = _bases(task, replace(st.base, seed=bseed), dev, clock, base_infos, exclude=test)
             with clock("base_eval"):
-                bases[bseed] = (b, *_base_eval(b, task, test, st.eval_samples))
+                lp_, ev_, m_ = _base_eval(b, task, test, st.eval_samples)
+                bases[bseed] = (b, lp_, ev_, {**m_, **_base_conv(b)})
         base, base_lp, base_ev, base_m = bases[bseed]
         seed_everything(1000 + s)
         torch.manual_seed(1000 + s)
@@ -438,19 +465,26 @@ def _jsonable(x):
 
 def _claims(runs: list[dict], st: ReproSettings, task: TrapArithmeticTask) -> list[Claim]:
     S = len(runs)
-    trap = min(r["base"]["trap_learned"] for r in runs)
+    conv_ok, conv_note = _conv_text([r["base"] for r in runs])
+    # a base that hit the step cap without reaching the KL threshold is not a trained model of the data: scored 0
+    trap = min(r["base"]["trap_learned"] if r["base"].get("base_converged") is not False else 0.0 for r in runs)
     blocked = "" if trap >= 0.9 else (" NOTE: base/trap_learned fails, so the learned base does not show the trap "
                                       "and this claim cannot be read.")
     nmax = max(st.bon_ns)
     claims = [Claim(
-        "base/trap_learned", "fraction of test prompts: exact argmax = a+b and pi_base(a+b|x) < 1/2",
+        "base/trap_learned", "fraction of test prompts: exact argmax = a+b and pi_base(a+b|x) < 1/2 (min over "
+        "bases; 0 for a base that did not converge within its step cap)",
         trap, threshold=0.9, paper="diagnostic (spec §4.1: sequence mode correct, greedy wrong)",
         note=(f"Learned base(s) on {st.n_test} test prompts (min over bases): argmax correct on "
               f"{min(r['base']['mode_is_correct'] for r in runs):.3f}, mode mass < 1/2 on "
               f"{min(r['base']['pstar_below_half'] for r in runs):.3f}, mean pi_base(y*|x) "
               f"{np.mean([r['base']['mean_pstar'] for r in runs]):.3f} (data: {task.p_correct}), C_cov "
               f"{np.mean([r['base']['coverage'] for r in runs]):.3f} (data: {task.coverage_coefficient:g}). "
-              "Exact argmax over all 100 answers + EOS (prefix-tree forward)."
+              "Exact argmax over all 100 answers + EOS (prefix-tree forward). Per base (seeds "
+              f"{', '.join(str(r['base_seed']) for r in runs)}): trap fraction "
+              f"{', '.join(format(r['base']['trap_learned'], '.3f') for r in runs)}; {conv_note}."
+              + ("" if conv_ok else " FAILS because a base did not converge: its validation KL to the data "
+                 "distribution stayed above the threshold at the step cap.")
               + ("" if trap >= 0.9 else " FAILS: none of the other claims can be read.")))]
     greedy = [r["base"]["base_greedy_accuracy"] for r in runs]
     claims.append(_margin_claim(
@@ -557,7 +591,7 @@ def _coverage_sweep(st: ReproSettings, dev, clock, base_infos, bases) -> dict:
         if (pc, nd) == (0.4, 10) and 0 in bases:
             base = bases[0][0]
         else:
-            base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos)
+            base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos, exclude=test)
         with clock("coverage"):
             lp = enumerate_responses(base.model, base.tokenizer, task.prompts(test), task.candidates).numpy()
             s = sample_responses(base.model, base.tokenizer, task.prompts(test), st.coverage_draws,
@@ -575,12 +609,13 @@ def _coverage_sweep(st: ReproSettings, dev, clock, base_infos, bases) -> dict:
                    "mode_is_correct": float(np.mean(lp.argmax(-1) == task.correct_index(test))),
                    "required_n": reach, "predicted_n": pred,
                    "predicted_n_mean_pstar": float(required_samples(pstar.mean(), 0.1)),
-                   "ratio": (reach / pred) if reach else None, "curve": curve}
+                   "ratio": (reach / pred) if reach else None, "curve": curve, **_base_conv(base)}
     return out
 
 
 def _coverage_claim(cov: dict) -> Claim:
     worst, parts, draws, censored = 0.0, [], None, False
+    conv_ok, conv_note = _conv_text([{**r, "base_p_c": pc} for pc, r in cov.items()])
     for pc, r in cov.items():
         draws = max(r["curve"]) if r.get("curve") else draws
         if r["ratio"]:
@@ -596,7 +631,11 @@ def _coverage_claim(cov: dict) -> Claim:
     return Claim("coverage/required_n_tracks_ccov", "max |log2(measured N / predicted N)| over p_c (<= 1: factor 2)",
                  worst, threshold=1.0, higher_is_better=False, paper="Prop. C.1: N >= ln(1/rho)/p* suffices",
                  note=("Smallest N at which likelihood-BoN reaches 90% accuracy, read off prefixes of 64 draws "
-                       "per prompt, vs Prop. C.1's ln(1/rho)·E[1/p*] with rho = 0.1. " + "; ".join(parts) + "."
+                       "per prompt, vs Prop. C.1's ln(1/rho)·E[1/p*] with rho = 0.1. " + "; ".join(parts) + ". "
+                       "Bases (p_c " + ", ".join(f"{pc:g}" for pc in cov) + "): " + conv_note + "."
+                       + ("" if conv_ok else " A base did not converge (validation KL above the threshold at its "
+                          "step cap): Prop. C.1 is about the base's own coverage, so the comparison still reads, "
+                          "but that base is not a trained model of its data.")
                        + (" A p_c whose BoN never reached 90% is scored N = 10x the draws (a censored value, "
                           "as in xpo/fewer_samples_than_offline)." if censored else "")))
 
@@ -619,12 +658,12 @@ def _xpo_vs_offline(st: ReproSettings, dev, clock, base_infos) -> dict:
     task = TrapArithmeticTask(p_correct=0.1, n_distractors=40)
     train, test = task.split(st.n_train, st.n_test, seed=0)
     val = train[: max(32, len(train) // 10)]
-    base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos)
+    base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos, exclude=test)
     tok = base.tokenizer
     base_lp = enumerate_responses(base.model, tok, task.prompts(test), task.candidates).numpy()
     val_lp = enumerate_responses(base.model, tok, task.prompts(val), task.candidates).numpy()
     beta = st.xpo_beta
-    out: dict = {"beta": beta, "offline": {}, "xpo": {}}
+    out: dict = {"beta": beta, "offline": {}, "xpo": {}, **_base_conv(base)}
     train_cfg = TrainConfig(epochs=1, lr=st.rlhf_lr, batch_size=st.rlhf_batch, lora_r=0, max_grad_norm=1.0, seed=0)
     # offline Eq. (8): the same optimiser budget for every data size
     with clock("xpo"):
@@ -679,7 +718,8 @@ def _xpo_claim(xr: dict) -> Claim:
             + ", ".join(f"({m}, {f:.2f})" for m, f in off) + "; XPO: " + ", ".join(f"({m}, {f:.2f})" for m, f in xc)
             + ("" if off_n is not None else f". Offline never reached 90%: scored {big} (10x the largest budget).")
             + ("" if xpo_n is not None else ". XPO never reached 90%: ours = inf, so the claim does not hold.")
-            + " The spec expects XPO to need fewer samples but does not guarantee it at this scale.")
+            + " The spec expects XPO to need fewer samples but does not guarantee it at this scale."
+            + (" Base: " + _conv_text([xr])[1] + "." if "base_converged" in xr else ""))
     return Claim("xpo/fewer_samples_than_offline", "samples drawn to sharpen 90% of test prompts (pi(y*|x) > 1/2)",
                  ours, baseline=base, higher_is_better=False, margin=0.0, paper="Thm 4.3 vs Thm 4.2 (no C_cov)",
                  note=note)
