@@ -296,3 +296,28 @@ def test_changed_settings_names_each_change():
     assert changed_settings({"lr": 0.1, "steps": 4}, {"lr": 0.5, "steps": 6}) == "lr: 0.1 -> 0.5, steps: 4 -> 6"
     assert changed_settings({}, {"seed": 1}) == "seed: None -> 1"  # missing from the saved record: changed
     assert changed_settings({"device": "cpu"}, {"device": "cuda"}, ignore=("device",)) == ""
+
+
+def test_guard_resume_settings(tmp_path, caplog):
+    from iclr25.core.config import guard_resume_settings
+
+    out = tmp_path / "run"
+    s = {"lr": 0.003, "beta": 0.5, "epochs": 2, "data": "a.jsonl"}
+    guard_resume_settings(out, s, resume=False)  # fresh run: written
+    assert json.loads((out / "run_settings.json").read_text()) == s
+    guard_resume_settings(out, s, resume=True)  # same settings: fine
+    guard_resume_settings(out, {**s, "epochs": 4}, resume=True, ignore=("epochs",))  # may grow
+    with pytest.raises(ValueError, match=r"beta: 0.5 -> 0.25.*start a new --out"):
+        guard_resume_settings(out, {**s, "beta": 0.25}, resume=True)
+    with pytest.raises(ValueError, match=r"extra: None -> 1"):  # a key on one side only counts
+        guard_resume_settings(out, {**s, "extra": 1}, resume=True)
+    with pytest.raises(ValueError, match=r"data: 'a.jsonl' -> None"):
+        guard_resume_settings(out, {k: v for k, v in s.items() if k != "data"}, resume=True)
+    guard_resume_settings(tmp_path / "rank1", s, resume=False, write=False)
+    assert not (tmp_path / "rank1").exists()
+    with caplog.at_level("WARNING"):
+        guard_resume_settings(tmp_path / "old", s, resume=True, missing="cannot check X")
+    assert "cannot check X" in caplog.text
+    (out / "run_settings.json").write_text("[1, 2")
+    with pytest.raises(ValueError, match="is damaged"):
+        guard_resume_settings(out, s, resume=True)

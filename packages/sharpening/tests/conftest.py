@@ -1,5 +1,7 @@
 """Shared fixtures: a tiny GPT-2 briefly trained on the trap task (seconds, not the full pre-training)."""
 
+import json
+
 import pytest
 import torch
 
@@ -38,3 +40,12 @@ def tiny_model_dir(tiny_lm, tmp_path_factory):
     model.save_pretrained(d)
     tok.save_pretrained(d)
     return d
+
+
+@pytest.fixture()
+def prompts_file(tmp_path):
+    """A 4-line trap-task prompt file (``prompt``, ``answer``) for the CLI tests."""
+    p = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": f"{a}+{b}=", "answer": a + b} for a, b in [(12, 34), (20, 21), (40, 45), (11, 11)]]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p

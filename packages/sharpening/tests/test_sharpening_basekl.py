@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.sharpening.base import (TrapBaseConfig, cached_trap_base, data_kl, pretrain_trap_base_to_kl,
-                                    trap_data_kl, validation_pairs)
+from iclr25.sharpening.base import (
+    TrapBaseConfig,
+    cached_trap_base,
+    data_kl,
+    pretrain_trap_base_to_kl,
+    trap_data_kl,
+    validation_pairs,
+)
 from iclr25.sharpening.task import TrapArithmeticTask
 
 TINY = TrapBaseConfig(n_layer=1, n_embd=32, n_head=2, batch_size=32, lr=1e-2, eval_every=5, n_val=8,

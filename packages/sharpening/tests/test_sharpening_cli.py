@@ -35,14 +35,6 @@ def test_version(capsys):
     assert capsys.readouterr().out.startswith("iclr25-sharpening 0.")
 
 
-@pytest.fixture()
-def prompts_file(tmp_path):
-    p = tmp_path / "prompts.jsonl"
-    rows = [{"prompt": f"{a}+{b}=", "answer": a + b} for a, b in [(12, 34), (20, 21), (40, 45), (11, 11)]]
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return p
-
-
 def _common(tiny_model_dir, prompts_file, out):
     return ["--model", str(tiny_model_dir), "--prompts", str(prompts_file), "--max-new-tokens", "4",
             "--out", str(out), "--threads", "1", "--quiet"]

@@ -1,6 +1,5 @@
 """New-user trial (stop 37): what a first user ran from the README and how it broke, one test per finding."""
 
-import json
 import re
 import types
 from pathlib import Path
@@ -30,14 +29,6 @@ def test_readme_usage_example_runs_as_written(tiny_lm, monkeypatch, capsys):
     exec(compile(_usage_block(), str(README), "exec"), {})
     out = capsys.readouterr().out
     assert "SharpnessReport(" in out and "coverage=" in out
-
-
-@pytest.fixture()
-def prompts_file(tmp_path):
-    p = tmp_path / "prompts.jsonl"
-    rows = [{"prompt": f"{a}+{b}=", "answer": a + b} for a, b in [(12, 34), (20, 21), (40, 45), (11, 11)]]
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return p
 
 
 def _common(tiny_model_dir, prompts_file, out):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import sys
@@ -43,9 +44,12 @@ __all__ = [
     "reproduce_command",
     "validate_device",
     "default_out",
+    "changed_settings",
+    "guard_resume_settings",
 ]
 
 T = TypeVar("T")
+log = logging.getLogger("iclr25.core")
 
 
 class ConfigError(ValueError):
@@ -248,6 +252,55 @@ def changed_settings(saved: Mapping[str, Any], current: Mapping[str, Any], *, ig
     skip = set(ignore)
     return ", ".join(f"{k}: {saved.get(k)} -> {v}" for k, v in current.items()
                      if k not in skip and saved.get(k) != v)
+
+
+def guard_resume_settings(out: str | Path, settings: Mapping[str, Any], *, resume: bool, ignore: Sequence[str] = (),
+                          write: bool = True, filename: str = "run_settings.json",
+                          missing: str = "the settings of the run being resumed cannot be checked") -> None:
+    """Record a fresh run's settings in ``OUT/<filename>``; on ``--resume``, refuse any changed setting.
+
+    A checkpoint usually stores the optimiser and the weights, not what built the data or the loss, so
+    ``--resume`` with a new ``--lr``, ``--beta`` or data file would silently mix two runs (or ignore
+    the new value while ``config.json`` records it). Commands call this before loading a model.
+
+    Args:
+        out: the run folder.
+        settings: JSON-ready ``{name: value}`` of everything that defines the run.
+        resume: whether this is a ``--resume``.
+        ignore: names that may change on resume (e.g. ``epochs``, which may grow).
+        write: on a fresh run, write the file (``False`` on non-zero ranks of a distributed run).
+        filename: the settings file inside ``out``.
+        missing: what the warning says when a resumed run has no settings file (an older version).
+
+    Raises:
+        ValueError: ``--resume`` with changed settings, naming each ``name: old -> new`` (a name present
+            on one side only counts, its other value ``None``), or a damaged settings file.
+    """
+    out = Path(out)
+    f = out / filename
+    skip = set(ignore)
+    now = {k: v for k, v in settings.items() if k not in skip}
+    if not resume:
+        if write:
+            out.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(dict(settings), indent=2) + "\n", encoding="utf-8")
+        return
+    if not f.is_file():
+        log.warning("--resume: %s is missing (a run from an older version or none at all): %s", f, missing)
+        return
+    try:
+        saved = json.loads(f.read_text(encoding="utf-8"))
+        if not isinstance(saved, dict):
+            raise TypeError(f"expected a JSON object, got {type(saved).__name__}")
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same "
+                         "--out) or start a new --out") from None
+    saved = {k: v for k, v in saved.items() if k not in skip}
+    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    if diff:
+        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
+                         "and --config, or start a new --out")
 
 
 def validate_device(device: str) -> str:

@@ -179,30 +179,10 @@ def _resume_guard(cfg: Any, out: Path, *, free: Sequence[str] = ()) -> None:
     Raises:
         ValueError: ``--resume`` with changed settings, or a damaged settings file.
     """
-    now = {k: v for k, v in _run_settings(cfg).items() if k not in free}
-    f = out / _SETTINGS_FILE
-    if not cfg.resume:
-        if os.environ.get("RANK", "0") == "0":
-            out.mkdir(parents=True, exist_ok=True)
-            f.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
-        return
-    if not f.is_file():
-        log.warning("--resume: %s is missing (a run from an older version or none at all): the settings of the "
-                    "run being resumed cannot be checked", f)
-        return
-    try:
-        saved = json.loads(f.read_text(encoding="utf-8"))
-        if not isinstance(saved, dict):
-            raise TypeError(f"expected a JSON object, got {type(saved).__name__}")
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
-        raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same "
-                         "--out) or start a new --out") from None
-    saved = {k: v for k, v in saved.items() if k not in free}
-    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
-    if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
-        raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
-                         "and --config, or start a new --out")
+    from iclr25.core.config import guard_resume_settings
+
+    guard_resume_settings(out, _run_settings(cfg), resume=cfg.resume, ignore=free, filename=_SETTINGS_FILE,
+                          write=os.environ.get("RANK", "0") == "0")
 
 
 def _check_checkpoint(last: Path) -> None:

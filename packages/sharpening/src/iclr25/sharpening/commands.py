@@ -268,31 +268,13 @@ def _resume_guard(cfg, out: Path) -> None:
         FileNotFoundError: ``--resume`` but ``OUT/checkpoint`` does not exist.
         ValueError: ``--resume`` with changed settings, or a damaged ``run_settings.json``.
     """
-    now = _run_settings(cfg)
-    f = out / "run_settings.json"
-    if not cfg.resume:
-        out.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
-        return
-    if not (out / "checkpoint").is_dir():
+    from iclr25.core.config import guard_resume_settings
+
+    if cfg.resume and not (out / "checkpoint").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoint'}; run without --resume first, or "
                                 "give the --out of the run to continue")
-    if not f.is_file():
-        log.warning("--resume: %s is missing (a run from an older version): the corpus/pair settings cannot be "
-                    "checked, only the optimiser settings", f)
-        return
-    try:
-        saved = json.loads(f.read_text(encoding="utf-8"))
-        if not isinstance(saved, dict):
-            raise TypeError(f"expected a JSON object, got {type(saved).__name__}")
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
-        raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same --out) "
-                         "or start a new --out") from None
-    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
-    if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
-        raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
-                         "and --config, or start a new --out")
+    guard_resume_settings(out, _run_settings(cfg), resume=cfg.resume,
+                          missing="the corpus/pair settings cannot be checked, only the optimiser settings")
 
 
 def _evaluate(s: _Setup, policy, cfg, eval_samples: int) -> dict:
