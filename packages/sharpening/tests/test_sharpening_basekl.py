@@ -106,13 +106,24 @@ def test_cached_base_records_the_recipe_and_its_key_covers_it(tmp_path):
     _, test = task.split(40, 24, seed=0)
     cfg = replace(TINY, n_val=16)
     b = cached_trap_base(task, cfg, cache=tmp_path, progress=False, exclude=test)
-    assert b.info["cached"] is False and b.info["recipe"] == "kl-stop-v2" and b.info["converged"] is False
+    assert b.info["cached"] is False and b.info["recipe"] == "kl-stop-v3" and b.info["converged"] is False
     again = cached_trap_base(task, cfg, cache=tmp_path, progress=False, exclude=test)
     assert again.info["cached"] is True and again.info["val_kl"] == b.info["val_kl"]
     train = json.loads((tmp_path / "sharpening" / again.info["path"].split("/")[-1] / "trapbase_train.json").read_text())
     assert train["steps"] == 10 and train["converged"] is False
+    # the cap is not in the key: an unconverged base is trained again under another cap (same folder) ...
     other = cached_trap_base(task, replace(cfg, max_steps=5), cache=tmp_path, progress=False, exclude=test)
-    assert other.info["cached"] is False and other.info["path"] != b.info["path"]
+    assert other.info["cached"] is False and other.info["path"] == b.info["path"] and other.info["steps"] == 5
+    # ... a converged one is reused under any cap >= its steps (training is deterministic before the cap)
+    conv = replace(cfg, stop_kl=1e3)
+    c1 = cached_trap_base(task, conv, cache=tmp_path, progress=False, exclude=test)
+    assert c1.info["converged"] is True and c1.info["steps"] == 5
+    assert cached_trap_base(task, replace(conv, max_steps=50), cache=tmp_path, progress=False,
+                            exclude=test).info["cached"] is True
+    again5 = cached_trap_base(task, replace(conv, max_steps=5), cache=tmp_path, progress=False, exclude=test)
+    assert again5.info["cached"] is True
+    assert cached_trap_base(task, replace(cfg, n_val=8), cache=tmp_path, progress=False,
+                            exclude=test).info["path"] != b.info["path"]     # the validation prompts are keyed
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
@@ -121,3 +132,103 @@ def test_stop_kl_is_validated(bad):
         TrapBaseConfig(stop_kl=bad)
     with pytest.raises(ValueError, match="max_steps"):
         TrapBaseConfig(stop_kl=0.05, max_steps=0)
+
+
+@pytest.mark.parametrize("hold,kl,halved", [(0.5, 5.0, False), (0.5, 0.3, True), (0.0, 5.0, True)])
+def test_lr_is_held_on_the_units_digit_plateau(monkeypatch, hold, kl, halved):
+    # recipe v3: ReduceLROnPlateau acts only once the KL is below hold * p_c ln 10 (0.46 at p_c 0.4, hold 0.5);
+    # a KL that never improves (here a constant one) halves the lr after patience + 1 checks otherwise
+    import iclr25.sharpening.base as base_mod
+
+    monkeypatch.setattr(base_mod, "trap_data_kl", lambda *a, **k: {"kl": kl})
+    task = TrapArithmeticTask()
+    cfg = replace(TINY, stop_kl=1e-6, max_steps=25, plateau_patience=1, lr_hold_fraction=hold)
+    _, info = pretrain_trap_base_to_kl(task, cfg, validation_pairs(task, 8), progress=False)
+    lrs = [h[3] for h in info["kl_history"]]
+    assert info["lr_hold_kl"] == pytest.approx(hold * 0.4 * math.log(10))
+    assert lrs[0] == pytest.approx(TINY.lr)
+    assert (min(lrs) < TINY.lr) is halved
+    if not halved:
+        assert lrs == [pytest.approx(TINY.lr)] * len(lrs)
+
+
+def test_warm_start_continues_from_the_parent_and_keys_on_its_weights(tmp_path):
+    from iclr25.core.lm import tiny_causal_lm
+
+    tok = _tok()
+    parent = tiny_causal_lm(vocab_size=len(tok), n_positions=32, n_embd=32, n_layer=1, n_head=2, seed=3,
+                            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    parent.save_pretrained(tmp_path / "parent")
+    task = TrapArithmeticTask(p_correct=0.1, n_distractors=40)
+    val = validation_pairs(task, 8)
+    cfg = replace(TINY, lr=1e-12, max_steps=5, init_from=str(tmp_path / "parent"))
+    model, info = pretrain_trap_base_to_kl(task, cfg, val, progress=False)
+    assert info["init_from"] == str(tmp_path / "parent")
+    for (name, p), q in zip(parent.named_parameters(), model.parameters()):   # lr ~0: still the parent's weights
+        torch.testing.assert_close(q, p, atol=1e-6, rtol=0, msg=name)
+    scratch, _ = pretrain_trap_base_to_kl(task, replace(cfg, init_from=None), val, progress=False)
+    assert not torch.allclose(next(scratch.parameters()), next(parent.parameters()))
+    # the cache key follows the parent's weights, not its path
+    from iclr25.sharpening.base import _kl_base_dir
+
+    k1 = _kl_base_dir(task, cfg, val, tmp_path).name
+    (tmp_path / "moved").mkdir()
+    for f in (tmp_path / "parent").iterdir():
+        (tmp_path / "moved" / f.name).write_bytes(f.read_bytes())
+    assert _kl_base_dir(task, replace(cfg, init_from=str(tmp_path / "moved")), val, tmp_path).name == k1
+    with torch.no_grad():
+        next(parent.parameters()).add_(1.0)
+    parent.save_pretrained(tmp_path / "moved")
+    assert _kl_base_dir(task, replace(cfg, init_from=str(tmp_path / "moved")), val, tmp_path).name != k1
+    assert _kl_base_dir(task, replace(cfg, init_from=None), val, tmp_path).name != k1
+
+
+def test_warm_start_refuses_a_missing_folder_or_another_shape(tmp_path):
+    with pytest.raises(ValueError, match="init_from"):
+        TrapBaseConfig(stop_kl=0.05, init_from=str(tmp_path / "nothing"))
+    from iclr25.core.lm import tiny_causal_lm
+
+    tok = _tok()
+    tiny_causal_lm(vocab_size=len(tok), n_positions=32, n_embd=64, n_layer=1, n_head=2, seed=0,
+                   eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id).save_pretrained(tmp_path / "wide")
+    task = TrapArithmeticTask()
+    with pytest.raises(ValueError, match="n_embd"):
+        pretrain_trap_base_to_kl(task, replace(TINY, init_from=str(tmp_path / "wide")), validation_pairs(task, 8),
+                                 progress=False)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="lr_hold_fraction"):
+            TrapBaseConfig(lr_hold_fraction=bad)
+
+
+def test_full_preset_plans_independent_base_chains():
+    from iclr25.sharpening.reproduce import ReproSettings, _base_plan, pretrain_bases
+
+    st = ReproSettings.preset(False)
+    plan = [[(t.p_correct, t.n_distractors, s) for t, s in c] for c in _base_plan(st)]
+    # the warm-started sweep / XPO bases after their parent (seed-0 p_c 0.4); seeds 1 and 2 on their own
+    assert plan == [[(0.4, 10, 0), (0.2, 20, 0), (0.1, 40, 0)], [(0.4, 10, 1)], [(0.4, 10, 2)]]
+    quick = ReproSettings.preset(True)
+    assert _base_plan(quick) == [[(TrapArithmeticTask(), 0)]]
+    assert pretrain_bases(quick, 2) == []          # fixed-length recipe: trained in the run itself
+    assert pretrain_bases(st, 1) == []             # one process: the run trains each base when it needs it
+
+
+@pytest.mark.slow
+def test_bases_pretrain_in_two_processes_and_the_run_finds_them(tmp_path, monkeypatch):
+    # slow: two spawned interpreters import torch and transformers
+    from iclr25.sharpening.reproduce import ReproSettings, _sweep_cfg, pretrain_bases
+
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path))
+    st = ReproSettings(seeds=(0, 1), base_per_seed=True, base=replace(TINY, n_val=16), n_train=40, n_test=24,
+                       coverage=True, coverage_tasks=((0.4, 10), (0.2, 20)), sweep_warm_start=True)
+    recs = pretrain_bases(st, 2)
+    got = sorted((r["p_correct"], r["seed"], r["cached"]) for r in recs)
+    assert got == [(0.2, 0, False), (0.4, 0, False), (0.4, 1, False)]
+    task = TrapArithmeticTask(p_correct=0.2, n_distractors=20)
+    _, test = task.split(40, 24, seed=0)
+    cfg = _sweep_cfg(st, task)
+    parent = next(r for r in recs if (r["p_correct"], r["seed"]) == (0.4, 0))
+    assert cfg.init_from == parent["path"]
+    b = cached_trap_base(task, cfg, progress=False, exclude=test)
+    assert b.info["cached"] is True
+    assert all(r["cached"] for r in pretrain_bases(st, 2))          # a second call trains nothing

@@ -65,7 +65,7 @@ def test_full_only_experiments_run_at_tiny_scale(tmp_path, cache):
     assert set(m["extra"]["coverage"]) == {"0.4", "0.1"}
     assert set(m["extra"]["xpo"]["xpo"]) == {"0.0", "0.1"}
     assert m["resumed_stages"] == []
-    assert all(b["recipe"] == "kl-stop-v2" and b["converged"] is False and b["steps"] == 20 for b in m["base"])
+    assert all(b["recipe"] == "kl-stop-v3" and b["converged"] is False and b["steps"] == 20 for b in m["base"])
     assert any(p.name.startswith("trapbase-") for p in (cache / "sharpening").iterdir())
     # --resume: every finished stage is reloaded (numeric keys restored), the claims are the same numbers
     again = reproduce(False, tmp_path / "full", settings=st, resume=True)
@@ -130,3 +130,28 @@ def test_xpo_claim_does_not_hold_when_xpo_never_sharpens(tmp_path):
     fewer = _xpo_claim(xr([(32, 0.5), (64, 0.95)], [(32, 0.95)]))
     assert fewer.holds and (fewer.ours, fewer.baseline) == (32.0, 64.0)
     assert not _xpo_claim(xr([(32, 0.95)], [(32, 0.5), (64, 0.95)])).holds
+
+
+@pytest.mark.slow
+def test_parallel_bases_and_stages_give_the_sequential_numbers(tmp_path, cache):
+    # slow: spawned worker processes import torch and transformers. The full preset's layout at a tiny
+    # scale: a base per seed, a warm-started sweep base, bases and stages in 2 processes vs one process.
+    import torch
+
+    st = replace(TINY, seeds=(0, 1), base_per_seed=True, coverage=True, coverage_tasks=((0.4, 10), (0.2, 20)),
+                 coverage_draws=8, sweep_warm_start=True,
+                 base=replace(TINY_BASE, stop_kl=1e-3, max_steps=20, eval_every=10, n_val=16, warmup_steps=5))
+    par = reproduce(False, tmp_path / "par", settings=replace(st, parallel_stages=True), threads=2)
+    m = json.loads((tmp_path / "par" / "metrics.json").read_text())
+    assert sorted((r["p_correct"], r["seed"]) for r in m["base_parallel"]["records"]) == [(0.2, 0), (0.4, 0), (0.4, 1)]
+    assert m["base_parallel"]["children_cpu_s"] > 0 and m["resumed_stages"] == []
+    assert m["experiment_cpu_s"] > 0
+    warm = [b for b in m["base"] if b["p_correct"] == 0.2]
+    assert warm and all(b["cached"] for b in m["base"])          # the run itself trained nothing
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seq = reproduce(False, tmp_path / "seq", settings=st, threads=1)
+    finally:
+        torch.set_num_threads(n)
+    assert [(c.name, c.ours, c.baseline, c.holds) for c in par] == [(c.name, c.ours, c.baseline, c.holds) for c in seq]

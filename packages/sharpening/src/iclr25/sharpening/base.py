@@ -7,8 +7,10 @@ answer)`` pairs: the loss is on the two answer digits and EOS only). Two recipes
 - to convergence (``stop_kl`` set, the full preset): fresh strings from the task's generator every step
   (an infinite stream), until the exact ``KL(p_data(.|x) || pi_base(.|x))`` on held-out validation prompts
   is at most ``stop_kl`` nats, checked every ``eval_every`` steps, with a hard cap ``max_steps``; a base
-  that reaches the cap is recorded ``converged: false`` with its KL. Cached under
-  ``sharpening/trapbase-<key>``, the key covering the recipe, the task, the config and the validation prompts.
+  that reaches the cap is recorded ``converged: false`` with its KL. The lr is held on the units-digit
+  plateau (``lr_hold_fraction``); ``init_from`` continues from a saved base. Cached under
+  ``sharpening/trapbase-<key>``, the key covering the recipe, the task, the config but the cap (checked on
+  load), the validation prompts and the ``init_from`` weights' SHA-256.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["TrapBaseConfig", "TrapBase", "trap_corpus", "cached_trap_base", "use
            "trap_data_kl", "validation_pairs", "pretrain_trap_base_to_kl"]
 
 #: Version of the to-convergence recipe; part of its cache key (bump it when the training loop changes).
-KL_RECIPE = "kl-stop-v2"
+KL_RECIPE = "kl-stop-v3"
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,12 @@ class TrapBaseConfig:
         n_val: validation prompts for the KL (drawn from the prompts not excluded, e.g. not the test ones).
         warmup_steps: linear warm-up steps of the to-convergence recipe.
         plateau_patience: KL checks without a 1% improvement before the lr is halved (to-convergence recipe).
+        lr_hold_fraction: the lr is not decayed while the validation KL is above ``lr_hold_fraction * p_c ln 10``
+            (the units-digit plateau, where only a high lr breaks through; 0.5: until half of it is learned).
+            0 lets ``ReduceLROnPlateau`` act from the end of the warm-up (recipe v2).
+        init_from: ``None`` (from scratch) or a folder with a saved trap base (``save_pretrained``) to
+            continue pre-training from, on this task's strings (the full preset's coverage-sweep bases start
+            from the same seed's p_c = 0.4 base, README deviation 10). Its weights' SHA-256 is in the cache key.
     """
 
     n_layer: int = 2
@@ -78,6 +86,8 @@ class TrapBaseConfig:
     n_val: int = 256
     warmup_steps: int = 160
     plateau_patience: int = 2
+    lr_hold_fraction: float = 0.5
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_embd", "n_head", "n_strings", "epochs", "batch_size", "max_steps", "eval_every",
@@ -96,6 +106,12 @@ class TrapBaseConfig:
         if self.stop_kl is not None and not (isinstance(self.stop_kl, (int, float)) and math.isfinite(self.stop_kl)
                                              and self.stop_kl > 0):
             raise ValueError(f"TrapBaseConfig.stop_kl must be None or a finite number > 0 (nats), got {self.stop_kl!r}")
+        if not (isinstance(self.lr_hold_fraction, (int, float)) and math.isfinite(self.lr_hold_fraction)
+                and 0 <= self.lr_hold_fraction <= 1):
+            raise ValueError(f"TrapBaseConfig.lr_hold_fraction must be in [0, 1], got {self.lr_hold_fraction!r}")
+        if self.init_from is not None and not (Path(self.init_from) / "config.json").is_file():
+            raise ValueError(f"TrapBaseConfig.init_from={self.init_from!r} is not a saved model folder (no "
+                             "config.json); give a folder written by save_pretrained, or None to start from scratch")
         if not (math.isfinite(self.beta2) and 0 < self.beta2 < 1):
             raise ValueError(f"TrapBaseConfig.beta2 must be in (0, 1), got {self.beta2!r}")
 
@@ -221,9 +237,12 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
     Every step draws ``batch_size`` fresh ``(prompt, answer)`` strings from the task's generator (operands
     uniform over all prompts, answers from ``p_data``; numpy generator seeded by ``cfg.seed``), so no string
     is revisited. Loss: mean cross-entropy on the two answer digits and EOS. AdamW (``lr``, ``beta2``,
-    ``weight_decay``), linear warm-up over ``warmup_steps``, then ``lr`` halved (torch ``ReduceLROnPlateau``,
-    down to ``lr / 64``) whenever the validation KL has not improved by 1% for ``plateau_patience`` checks
-    (a constant lr of 3e-3 stalled at KL ~0.15 from its own noise); gradient clip 1.0. Every ``eval_every``
+    ``weight_decay``), linear warm-up over ``warmup_steps``, then ``lr`` held while the validation KL is above
+    ``lr_hold_fraction * p_c ln 10`` (the units-digit plateau: a lr decayed there froze the p_c = 0.2 / 0.1
+    bases on it, recipe v2), after which it is halved (torch ``ReduceLROnPlateau``, down to ``lr / 64``)
+    whenever the KL has not improved by 1% for ``plateau_patience`` checks (a constant lr of 3e-3 stalled at
+    KL ~0.15 from its own noise); gradient clip 1.0. ``init_from`` continues from a saved base instead of a
+    fresh initialisation. Every ``eval_every``
     steps (and at the cap) the mean :func:`trap_data_kl` on ``val`` is computed; training stops at the first
     check with ``KL <= stop_kl``.
 
@@ -251,10 +270,21 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
     eos = np.full((1,), tok.eos_token_id, dtype=np.int64)
     Lp = p_ids.shape[1]
     torch.manual_seed(cfg.seed)
-    model = tiny_causal_lm(vocab_size=len(tok), n_positions=32, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
-                           n_head=cfg.n_head, seed=cfg.seed, eos_token_id=tok.eos_token_id,
-                           pad_token_id=tok.pad_token_id)
+    if cfg.init_from is not None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(cfg.init_from)
+        got = (model.config.n_layer, model.config.n_embd, model.config.n_head, model.config.vocab_size)
+        want = (cfg.n_layer, cfg.n_embd, cfg.n_head, len(tok))
+        if got != want:
+            raise ValueError(f"TrapBaseConfig.init_from={cfg.init_from!r} has (n_layer, n_embd, n_head, vocab) = "
+                             f"{got}, the config asks for {want}")
+    else:
+        model = tiny_causal_lm(vocab_size=len(tok), n_positions=32, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
+                               n_head=cfg.n_head, seed=cfg.seed, eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.pad_token_id)
     use_fused_gelu(model)
+    hold_kl = cfg.lr_hold_fraction * task.p_correct * math.log(10)
     rng = np.random.default_rng([cfg.seed, 31])
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, cfg.beta2))
     # after the warm-up: halve lr when the validation KL has not improved by 1% for plateau_patience checks
@@ -291,7 +321,7 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
             kl = trap_data_kl(model, tok, task, val)["kl"]
             model.train()
             history.append([step, kl, float(np.mean(losses)), float(opt.param_groups[0]["lr"])])
-            if step > cfg.warmup_steps:
+            if step > cfg.warmup_steps and (cfg.lr_hold_fraction == 0 or kl < hold_kl):
                 plateau.step(kl)
             bar.set_postfix(kl=f"{kl:.4f}", loss=f"{np.mean(losses):.3f}")
             log.info("trap base p_c=%g seed %d: step %d, validation KL %.4f nats (stop at %.3g), train loss %.4f, "
@@ -305,7 +335,8 @@ def pretrain_trap_base_to_kl(task: TrapArithmeticTask, cfg: TrapBaseConfig, val:
     if not converged:
         log.warning("trap base p_c=%g seed %d did NOT converge: validation KL %.4f > %.3g nats at the cap of %d "
                     "steps", task.p_correct, cfg.seed, kl, cfg.stop_kl, cfg.max_steps)
-    info = {"recipe": KL_RECIPE, "steps": step, "converged": converged, "val_kl": kl, "stop_kl": cfg.stop_kl,
+    info = {"recipe": KL_RECIPE, "init_from": cfg.init_from, "lr_hold_kl": hold_kl, "max_steps": cfg.max_steps,
+            "steps": step, "converged": converged, "val_kl": kl, "stop_kl": cfg.stop_kl,
             "kl_history": history, "final_loss": history[-1][2] if history else None,
             "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
             "n_strings_seen": step * cfg.batch_size}
@@ -317,10 +348,29 @@ def _kl_base_dir(task: TrapArithmeticTask, cfg: TrapBaseConfig, val: np.ndarray,
 
     from iclr25.core.data import cache_dir
 
-    key = hashlib.sha256(json.dumps({"recipe": KL_RECIPE, "task": asdict(task), "config": asdict(cfg),
+    conf = asdict(cfg)
+    conf.pop("max_steps")               # the cap is checked on load (see cached_trap_base), not keyed
+    if cfg.init_from is not None:       # the parent's weights, not its path, so the key survives a moved cache
+        w = sorted(Path(cfg.init_from).glob("*.safetensors")) or sorted(Path(cfg.init_from).glob("*.bin"))
+        if not w:
+            raise ValueError(f"TrapBaseConfig.init_from={cfg.init_from!r} holds no weights file (*.safetensors)")
+        conf["init_from"] = [hashlib.sha256(f.read_bytes()).hexdigest() for f in w]
+    key = hashlib.sha256(json.dumps({"recipe": KL_RECIPE, "task": asdict(task), "config": conf,
                                      "val": np.asarray(val).tolist()}, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache) if cache is not None else cache_dir()
     return root / "sharpening" / f"trapbase-{key}"
+
+
+def _reusable(train: dict, cfg: TrapBaseConfig) -> bool:
+    """Whether a cached to-convergence base serves ``cfg``: it converged within ``cfg.max_steps`` (training is
+    deterministic and the cap plays no part before it is reached, so a larger cap gives the same model), or
+    it stopped at exactly this cap."""
+    steps = train.get("steps")
+    if not isinstance(steps, int):
+        return False
+    if train.get("converged") is True:
+        return steps <= cfg.max_steps
+    return train.get("max_steps", steps) == cfg.max_steps
 
 
 def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapBaseConfig = TrapBaseConfig(), *,
@@ -351,10 +401,14 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
 
         folder = _kl_base_dir(task, cfg, val, cache)
         cached = (folder / "config.json").is_file() and (folder / "trapbase_train.json").is_file()
+        train = json.loads((folder / "trapbase_train.json").read_text()) if cached else {}
+        if cached and not _reusable(train, cfg):
+            log.info("cached trap base %s stopped at its cap of %s steps without converging; the cap is now %d: "
+                     "training it again", folder, train.get("max_steps"), cfg.max_steps)
+            cached = False
         t0 = time.perf_counter()
         if cached:
             model = AutoModelForCausalLM.from_pretrained(folder).eval()
-            train = json.loads((folder / "trapbase_train.json").read_text())
         else:
             log.info("pre-training the trap base to KL <= %g (cap %d steps); cached at %s", cfg.stop_kl,
                      cfg.max_steps, folder)
@@ -363,11 +417,16 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
             tmp.mkdir(parents=True, exist_ok=True)
             model.save_pretrained(tmp)
             (tmp / "trapbase_train.json").write_text(json.dumps(train, indent=2) + "\n")
-            if folder.exists():
-                import shutil
+            if folder.exists() and _reusable(json.loads((folder / "trapbase_train.json").read_text())
+                                             if (folder / "trapbase_train.json").is_file() else {}, cfg):
+                import shutil  # another process finished the same base first: keep that one
 
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
+                import shutil
+
+                if folder.exists():
+                    shutil.rmtree(folder)
                 tmp.rename(folder)
         seconds = time.perf_counter() - t0
         use_fused_gelu(model)

@@ -57,6 +57,12 @@ class ReproSettings:
         offline_pairs: offline Eq. (8) data sizes tried for the sample-count comparison.
         offline_steps: optimiser steps per offline run (the same budget for every size).
         realtext: run the real-text likelihood-lift check (spec §4.3; needs the vbon mirror).
+        parallel_stages: on CPU with ``threads >= 2``, compute the stages (seeds, sweep, XPO, real text) in
+            worker processes, longest first, instead of one after another (full; the results are the same
+            up to the sampling RNG of each fresh process, which is seeded from the stage's name).
+        sweep_warm_start: the coverage-sweep / XPO bases at p_c < 0.4 continue pre-training from the seed-0
+            p_c = 0.4 base on their own task's strings (``TrapBaseConfig.init_from``; README deviation 10)
+            instead of starting from scratch, where the units digit is supervised by only p_c of the strings.
     """
 
     seeds: tuple[int, ...] = (0, 1)
@@ -86,6 +92,8 @@ class ReproSettings:
     offline_pairs: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
     offline_steps: int = 240
     realtext: bool = False
+    sweep_warm_start: bool = False
+    parallel_stages: bool = False
 
     @classmethod
     def preset(cls, quick: bool) -> ReproSettings:
@@ -100,9 +108,14 @@ class ReproSettings:
                    # the KL stalls for 2 checks (constant lr 3e-3 stalled at ~0.15 on its own noise); fixed lengths
                    # (1,600 and 3,200 steps) each left some seed or p_c on the units-digit plateau.
                    # AdamW beta2 = 0.98 (0.999 left the 1,600-step seed-0 base without the trap).
-                   base=TrapBaseConfig(beta2=0.98, stop_kl=0.05, max_steps=8000, eval_every=200, plateau_patience=2),
+                   # Recipe v3: the lr is held until the KL is below half the plateau (v2 decayed it on the
+                   # plateau and froze the p_c 0.2 / 0.1 bases there), and the sweep's p_c < 0.4 bases continue
+                   # from the seed-0 p_c 0.4 base (from scratch they stayed on the plateau for 8,000 steps).
+                   base=TrapBaseConfig(beta2=0.98, stop_kl=0.05, max_steps=12_000, eval_every=200,
+                                       plateau_patience=2, lr_hold_fraction=0.5),
                    n_train=1000, n_test=400,
-                   bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True)
+                   bon_ns=(1, 2, 4, 8, 16, 32), coverage=True, xpo=True, realtext=True, sweep_warm_start=True,
+                   parallel_stages=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,6 +170,122 @@ def _bases(task: TrapArithmeticTask, cfg: TrapBaseConfig, device: str, clock: _C
                   "final_loss": b.info["final_loss"], "steps": b.info["steps"], "val_kl": b.info["val_kl"],
                   "converged": b.info["converged"], "stop_kl": cfg.stop_kl, "path": b.info["path"]})
     return b
+
+
+def _sweep_cfg(st: ReproSettings, task: TrapArithmeticTask) -> TrapBaseConfig:
+    """The seed-0 base config of a sweep / XPO task: warm-started from the seed-0 p_c = 0.4 base (which it
+    trains first if missing) when ``st.sweep_warm_start`` and the task is not that base's own."""
+    from .base import cached_trap_base
+
+    cfg = replace(st.base, seed=0)
+    main = TrapArithmeticTask()
+    if not st.sweep_warm_start or task == main or cfg.stop_kl is None:
+        return cfg
+    _, test = main.split(st.n_train, st.n_test, seed=0)
+    parent = cached_trap_base(main, cfg, progress=True, exclude=test)
+    return replace(cfg, init_from=parent.info["path"])
+
+
+def _base_plan(st: ReproSettings) -> list[list[tuple[TrapArithmeticTask, int]]]:
+    """The bases a run needs, as chains that must run in order (a warm-started base after its parent);
+    chains are independent of each other."""
+    main = TrapArithmeticTask()
+    seeds = sorted({s if st.base_per_seed else 0 for s in st.seeds})
+    extra = []
+    if st.coverage:
+        extra += [TrapArithmeticTask(p_correct=pc, n_distractors=nd) for pc, nd in st.coverage_tasks]
+    if st.xpo:
+        extra.append(TrapArithmeticTask(p_correct=0.1, n_distractors=40))
+    extra = [t for i, t in enumerate(extra) if t != main and t not in extra[:i]]
+    chains = [[(main, s)] for s in seeds if s != 0]
+    zero = ([(main, 0)] if (0 in seeds or (extra and st.sweep_warm_start)) else []) + [(t, 0) for t in extra]
+    return ([zero] if zero else []) + chains
+
+
+def _chain_cached(st: ReproSettings, chain) -> bool:
+    """Whether every base of ``chain`` is in the user cache and serves its config (no model is loaded, no
+    torch is imported: a run whose bases are all cached starts no worker)."""
+    from .base import _kl_base_dir, _reusable, validation_pairs
+
+    main = TrapArithmeticTask()
+    for task, seed in chain:
+        _, test = task.split(st.n_train, st.n_test, seed=0)
+        cfg = replace(st.base, seed=seed)
+        if seed == 0 and st.sweep_warm_start and task != main:
+            _, mtest = main.split(st.n_train, st.n_test, seed=0)
+            parent = _kl_base_dir(main, cfg, validation_pairs(main, cfg.n_val, mtest), None)
+            if not (parent / "config.json").is_file():
+                return False
+            cfg = replace(cfg, init_from=str(parent))
+        folder = _kl_base_dir(task, cfg, validation_pairs(task, cfg.n_val, test), None)
+        train = folder / "trapbase_train.json"
+        try:
+            ok = (folder / "config.json").is_file() and _reusable(json.loads(train.read_text()), cfg)
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _worker_init(level: int) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(processName)s %(name)s: %(message)s")
+
+
+def _pretrain_chain(args) -> list[dict]:
+    """Worker: train (or find cached) every base of one chain, one intra-op thread."""
+    st, chain = args
+    import torch
+
+    from .base import cached_trap_base
+
+    torch.set_num_threads(1)
+    out = []
+    for task, seed in chain:
+        _, test = task.split(st.n_train, st.n_test, seed=0)
+        cfg = _sweep_cfg(st, task) if seed == 0 else replace(st.base, seed=seed)
+        b = cached_trap_base(task, cfg, progress=False, exclude=test)
+        out.append({"p_correct": task.p_correct, "n_distractors": task.n_distractors, "seed": seed,
+                    "steps": b.info["steps"], "val_kl": b.info["val_kl"], "converged": b.info["converged"],
+                    "cached": b.info["cached"], "pretrain_seconds": b.info["pretrain_seconds"],
+                    "pretrain_cpu_seconds": b.info["pretrain_cpu_seconds"], "path": b.info["path"]})
+    return out
+
+
+def pretrain_bases(st: ReproSettings, workers: int) -> list[dict]:
+    """Pre-train the to-convergence bases of ``st`` that are not cached yet, ``workers`` chains at a time in
+    separate processes (one intra-op thread each); the run then loads them from the user cache. With
+    ``workers < 2``, or one chain, nothing is done here (the run trains each base when it first needs it).
+
+    Returns:
+        One record per base trained or found (task, seed, steps, validation KL, converged, cached, CPU-s).
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    if st.base.stop_kl is None:
+        return []
+    chains = _base_plan(st)
+    if workers < 2 or len(chains) < 2:
+        return []
+    chains = [c for c in chains if not _chain_cached(st, c)]
+    if len(chains) < 1:
+        log.info("every base of the run is cached")
+        return []
+    # the longest chain first: it holds a worker for longest
+    chains.sort(key=len, reverse=True)
+    log.info("pre-training %d base chains in %d processes: %s", len(chains), min(workers, len(chains)),
+             "; ".join(" -> ".join(f"p_c {t.p_correct:g}/seed {s}" for t, s in c) for c in chains))
+    records: list[dict] = []
+    with cf.ProcessPoolExecutor(max_workers=min(workers, len(chains)), mp_context=mp.get_context("spawn"),
+                                initializer=_worker_init, initargs=(logging.getLogger().getEffectiveLevel(),)) as ex:
+        for f in cf.as_completed([ex.submit(_pretrain_chain, (st, c)) for c in chains]):
+            for r in f.result():
+                log.info("base p_c %g seed %d: %s, validation KL %.4f after %d steps (%.0f CPU-s)", r["p_correct"],
+                         r["seed"], "cached" if r["cached"] else ("converged" if r["converged"] else "NOT converged"),
+                         r["val_kl"], r["steps"], r["pretrain_cpu_seconds"])
+                records.append(r)
+    return records
 
 
 def _base_conv(b) -> dict:
@@ -303,11 +432,16 @@ class _Stages:
         self.key = hashlib.sha256(json.dumps(_jsonable(asdict(st)), sort_keys=True).encode()).hexdigest()[:16]
         self.resume = resume
         self.reused: list[str] = []
-        self.reused_wall = self.reused_cpu = 0.0
+        self.fresh: set[str] = set()      # computed in this run by worker processes (not "resumed")
+        self.reused_wall = self.reused_cpu = self.fresh_cpu = 0.0
+
+    def exists(self, name: str) -> bool:
+        """Whether ``name`` would be reloaded (``resume`` and its file is there)."""
+        return self.resume and (self.dir / f"{name}.json").is_file()
 
     def load(self, name: str):
         p = self.dir / f"{name}.json"
-        if not (self.resume and p.is_file()):
+        if not ((self.resume or name in self.fresh) and p.is_file()):
             return None
         try:
             d = json.loads(p.read_text())
@@ -317,8 +451,9 @@ class _Stages:
         if not isinstance(d, dict) or d.get("settings_key") != self.key or "data" not in d:
             raise ValueError(f"{p} was written by a reproduction with other settings (or is not a stage file); "
                              "use another --out, delete the folder's stages/, or run without --resume")
-        log.info("resume: reusing finished stage %r from %s", name, p)
-        self.reused.append(name)
+        if name not in self.fresh:
+            log.info("resume: reusing finished stage %r from %s", name, p)
+            self.reused.append(name)
         return _numkeys(d["data"])
 
     def save(self, name: str, data) -> None:
@@ -340,26 +475,111 @@ def _clock_add(clock: _Clock, spent: dict) -> None:
         clock.t[k] = (w0 + w, c0 + c)
 
 
+def _stage_seed(name: str) -> int:
+    """The RNG seed a stage starts from (a hash of its name)."""
+    return int(hashlib.sha256(name.encode()).hexdigest()[:7], 16)
+
+
 def _staged(stages: _Stages, name: str, clock: _Clock, base_infos: list, fn):
     """Run ``fn()`` as stage ``name`` (or reload it): its result, its clock time and the bases it loaded."""
     d = stages.load(name)
     if d is not None:
         _clock_add(clock, d["clock"])
         base_infos.extend(d["base_infos"])
+        if name in stages.fresh:       # computed by a worker of this run: its CPU counts, not its wall time
+            stages.fresh_cpu += d["cpu_s"]
+            return d["result"], False
         stages.reused_wall += d["wall_s"]
         stages.reused_cpu += d["cpu_s"]
         return d["result"], True
     before, n0 = dict(clock.t), len(base_infos)
     w0, c0 = time.perf_counter(), time.process_time()
+    from iclr25.core.seed import seed_everything
+
+    seed_everything(_stage_seed(name))     # each stage's RNG from its name: the same in a worker process
     result = fn()
     stages.save(name, {"result": result, "clock": _clock_since(clock, before), "base_infos": base_infos[n0:],
                        "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0})
     return result, False
 
 
+def _stage_fns(st: ReproSettings, dev, clock: _Clock, base_infos: list, bases: dict) -> dict:
+    """Stage name -> the function computing it (each seed, then the coverage sweep, XPO, real text), in the
+    order of the run. ``bases`` caches the loaded seed bases across stages of one process."""
+    import torch
+
+    from iclr25.core.seed import seed_everything
+
+    task = TrapArithmeticTask()
+    train, test = task.split(st.n_train, st.n_test, seed=0)
+
+    def seed_stage(s: int) -> dict:
+        bseed = s if st.base_per_seed else 0
+        if bseed not in bases:
+            b = _bases(task, replace(st.base, seed=bseed), dev, clock, base_infos, exclude=test)
+            with clock("base_eval"):
+                seed_everything(10_000 + bseed)        # the base's evaluation samples: one RNG per base
+                lp_, ev_, m_ = _base_eval(b, task, test, st.eval_samples)
+                bases[bseed] = (b, lp_, ev_, {**m_, **_base_conv(b)})
+        base, base_lp, base_ev, base_m = bases[bseed]
+        seed_everything(1000 + s)
+        torch.manual_seed(1000 + s)
+        r = {"seed": s, "base_seed": bseed, "base": base_m}
+        r["bon"] = _bon(base, task, test, base_lp, st.bon_ns, clock)
+        r["sft"] = _sft(base, task, train, test, base_lp, st, s, clock)
+        r["rlhf"] = _rlhf(base, task, train, test, base_lp, st, s, clock)
+        return r
+
+    def realtext_stage() -> dict:
+        rt = _realtext(st, dev, clock)
+        if rt.get("claim") is not None:
+            rt["claim"] = asdict(rt["claim"])
+        return rt
+
+    fns = {f"seed{s}": (lambda s=s: seed_stage(s)) for s in st.seeds}
+    if st.coverage:
+        fns["coverage"] = lambda: _coverage_sweep(st, dev, clock, base_infos, bases)
+    if st.xpo:
+        fns["xpo"] = lambda: _xpo_vs_offline(st, dev, clock, base_infos)
+    if st.realtext:
+        fns["realtext"] = realtext_stage
+    return fns
+
+
+#: rough relative cost of the full preset's stages (longest first keeps both workers busy to the end)
+_STAGE_COST = {"realtext": 3.0, "xpo": 2.5, "coverage": 0.6}
+
+
+def _stage_job(args) -> str:
+    """Worker: compute one stage and write ``OUT/stages/<name>.json`` (one intra-op thread)."""
+    st, out, name = args
+    import torch
+
+    torch.set_num_threads(1)
+    clock, base_infos = _Clock(), []
+    _staged(_Stages(Path(out), st, resume=False), name, clock, base_infos,
+            _stage_fns(st, "cpu", clock, base_infos, {})[name])
+    return name
+
+
+def _run_stages_parallel(st: ReproSettings, out: Path, names: list[str], workers: int) -> None:
+    """Compute the stages ``names`` in ``workers`` processes (bases from the user cache, see
+    :func:`pretrain_bases`); each writes its stage file, which the run then reads like a resumed stage
+    (not listed as resumed; its CPU-seconds count, its wall time is this call's)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    order = sorted(names, key=lambda n: -_STAGE_COST.get(n, 1.0))
+    log.info("running %d stages in %d processes: %s", len(order), min(workers, len(order)), ", ".join(order))
+    with cf.ProcessPoolExecutor(max_workers=min(workers, len(order)), mp_context=mp.get_context("spawn"),
+                                initializer=_worker_init, initargs=(logging.getLogger().getEffectiveLevel(),)) as ex:
+        for f in cf.as_completed([ex.submit(_stage_job, (st, str(out), n)) for n in order]):
+            log.info("stage %s done", f.result())
+
+
 # ----------------------------------------------------------------------------------------------
 def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None = None, device: str = "auto",
-              settings: ReproSettings | None = None, resume: bool = False) -> list[Claim]:
+              settings: ReproSettings | None = None, resume: bool = False, threads: int | None = None) -> list[Claim]:
     """Run the reproduction and return its claims (see the module docstring and the package README).
 
     Args:
@@ -372,10 +592,11 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
         resume: reuse the finished stages under ``out_dir/stages/`` (each seed, the coverage sweep, XPO,
             the real-text check) that a run with the same settings wrote; the bases come from the user cache.
             Raises ``ValueError`` naming a stage file from other settings or a damaged one.
+        threads: CPU processes for the full preset's base pre-training and stages (default: all cores; the
+            bases form independent chains, see :func:`pretrain_bases`; the stages with ``parallel_stages``).
     """
-    import torch
 
-    from iclr25.core.seed import choose_device, seed_everything
+    from iclr25.core.seed import choose_device
 
     st = settings or ReproSettings.preset(quick)
     if seeds is not None:
@@ -385,53 +606,45 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
     t0, c0 = time.perf_counter(), time.process_time()
+    prefetched: list[dict] = []
+    if dev == "cpu":
+        import resource
+
+        ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with clock("base_parallel"):
+            prefetched = pretrain_bases(st, threads or os.cpu_count() or 1)
+        ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        children_cpu = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
     task = TrapArithmeticTask()
-    train, test = task.split(st.n_train, st.n_test, seed=0)
     bases: dict[int, tuple] = {}
     base_infos: list[dict] = []
     runs = []
     stages = _Stages(out, st, resume)
-
-    def seed_stage(s: int) -> dict:
-        bseed = s if st.base_per_seed else 0
-        if bseed not in bases:
-            b = _bases(task, replace(st.base, seed=bseed), dev, clock, base_infos, exclude=test)
-            with clock("base_eval"):
-                lp_, ev_, m_ = _base_eval(b, task, test, st.eval_samples)
-                bases[bseed] = (b, lp_, ev_, {**m_, **_base_conv(b)})
-        base, base_lp, base_ev, base_m = bases[bseed]
-        seed_everything(1000 + s)
-        torch.manual_seed(1000 + s)
-        r = {"seed": s, "base_seed": bseed, "base": base_m}
-        r["bon"] = _bon(base, task, test, base_lp, st.bon_ns, clock)
-        r["sft"] = _sft(base, task, train, test, base_lp, st, s, clock)
-        r["rlhf"] = _rlhf(base, task, train, test, base_lp, st, s, clock)
-        return r
+    fns = _stage_fns(st, dev, clock, base_infos, bases)
+    todo = [n for n in fns if not stages.exists(n)]
+    n_proc = threads or os.cpu_count() or 1
+    if st.parallel_stages and dev == "cpu" and n_proc >= 2 and len(todo) >= 2:
+        with clock("stages_parallel"):
+            _run_stages_parallel(st, out, todo, n_proc)
+        stages.fresh.update(todo)
 
     for s in st.seeds:
-        r, _ = _staged(stages, f"seed{s}", clock, base_infos, lambda s=s: seed_stage(s))
+        r, _ = _staged(stages, f"seed{s}", clock, base_infos, fns[f"seed{s}"])
         runs.append(r)
         log.info("seed %d: BoN@%d %.3f, SFT sample acc %.3f, greedy %.3f", s, max(st.bon_ns),
                  r["bon"]["accuracy"][max(st.bon_ns)], r["sft"]["sample_accuracy"], r["sft"]["greedy_accuracy"])
     claims = _claims(runs, st, task)
     extra: dict = {}
     if st.coverage:
-        cov, _ = _staged(stages, "coverage", clock, base_infos,
-                         lambda: _coverage_sweep(st, dev, clock, base_infos, bases))
+        cov, _ = _staged(stages, "coverage", clock, base_infos, fns["coverage"])
         extra["coverage"] = cov
         claims.append(_coverage_claim(cov))
     if st.xpo:
-        xr, _ = _staged(stages, "xpo", clock, base_infos, lambda: _xpo_vs_offline(st, dev, clock, base_infos))
+        xr, _ = _staged(stages, "xpo", clock, base_infos, fns["xpo"])
         extra["xpo"] = xr
         claims.append(_xpo_claim(xr))
     if st.realtext:
-        def realtext_stage() -> dict:
-            rt = _realtext(st, dev, clock)
-            if rt.get("claim") is not None:
-                rt["claim"] = asdict(rt["claim"])
-            return rt
-
-        rt, _ = _staged(stages, "realtext", clock, base_infos, realtext_stage)
+        rt, _ = _staged(stages, "realtext", clock, base_infos, fns["realtext"])
         rt = dict(rt)
         if rt.get("claim") is not None:
             claims.append(Claim(**rt.pop("claim")))
@@ -439,13 +652,18 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
     timing = {k: {"wall_s": w, "cpu_s": c} for k, (w, c) in clock.t.items()}
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     wall, cpu = wall + stages.reused_wall, cpu + stages.reused_cpu     # reloaded stages count with their own time
+    cpu += stages.fresh_cpu                                              # stages computed by this run's workers
     bw, bc = clock.t.get("base", (0.0, 0.0))
+    bw += clock.t.get("base_parallel", (0.0, 0.0))[0]
     seen: set = set()
     base_infos = [i for i in base_infos if not (i["path"] in seen or seen.add(i["path"]))]
     metrics = {"settings": asdict(st), "device": dev, "runs": _jsonable(runs), "extra": _jsonable(extra),
                "base": base_infos, "timing": timing, "resumed_stages": stages.reused,
                "experiment_wall_s": wall - bw, "experiment_cpu_s": cpu - bc,
-               "one_time_pretraining_s": sum(i["pretrain_seconds"] for i in base_infos if not i["cached"])}
+               "one_time_pretraining_s": sum(i["pretrain_seconds"] for i in base_infos if not i["cached"])
+               + sum(r["pretrain_seconds"] for r in prefetched if not r["cached"]),
+               "base_parallel": {"records": prefetched, "wall_s": clock.t.get("base_parallel", (0.0, 0.0))[0],
+                                 "children_cpu_s": children_cpu if dev == "cpu" else 0.0}}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     _plot(runs, st, out)
     log.info("experiment %.1f s wall / %.1f s CPU (base loading/pre-training %.1f s wall excluded)",
@@ -591,7 +809,7 @@ def _coverage_sweep(st: ReproSettings, dev, clock, base_infos, bases) -> dict:
         if (pc, nd) == (0.4, 10) and 0 in bases:
             base = bases[0][0]
         else:
-            base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos, exclude=test)
+            base = _bases(task, _sweep_cfg(st, task), dev, clock, base_infos, exclude=test)
         with clock("coverage"):
             lp = enumerate_responses(base.model, base.tokenizer, task.prompts(test), task.candidates).numpy()
             s = sample_responses(base.model, base.tokenizer, task.prompts(test), st.coverage_draws,
@@ -658,7 +876,7 @@ def _xpo_vs_offline(st: ReproSettings, dev, clock, base_infos) -> dict:
     task = TrapArithmeticTask(p_correct=0.1, n_distractors=40)
     train, test = task.split(st.n_train, st.n_test, seed=0)
     val = train[: max(32, len(train) // 10)]
-    base = _bases(task, replace(st.base, seed=0), dev, clock, base_infos, exclude=test)
+    base = _bases(task, _sweep_cfg(st, task), dev, clock, base_infos, exclude=test)
     tok = base.tokenizer
     base_lp = enumerate_responses(base.model, tok, task.prompts(test), task.candidates).numpy()
     val_lp = enumerate_responses(base.model, tok, task.prompts(val), task.candidates).numpy()
