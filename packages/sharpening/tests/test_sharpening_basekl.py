@@ -4,6 +4,7 @@ import json
 import logging
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,9 +112,11 @@ def test_cached_base_records_the_recipe_and_its_key_covers_it(tmp_path):
     assert again.info["cached"] is True and again.info["val_kl"] == b.info["val_kl"]
     train = json.loads((tmp_path / "sharpening" / again.info["path"].split("/")[-1] / "trapbase_train.json").read_text())
     assert train["steps"] == 10 and train["converged"] is False
-    # the cap is not in the key: an unconverged base is trained again under another cap (same folder) ...
+    # the cap is not in the key: an unconverged base is kept, another cap's base trained beside it ...
     other = cached_trap_base(task, replace(cfg, max_steps=5), cache=tmp_path, progress=False, exclude=test)
-    assert other.info["cached"] is False and other.info["path"] == b.info["path"] and other.info["steps"] == 5
+    assert other.info["cached"] is False and other.info["path"] == b.info["path"] + "-cap5"
+    assert other.info["steps"] == 5
+    assert cached_trap_base(task, cfg, cache=tmp_path, progress=False, exclude=test).info["cached"] is True
     # ... a converged one is reused under any cap >= its steps (training is deterministic before the cap)
     conv = replace(cfg, stop_kl=1e3)
     c1 = cached_trap_base(task, conv, cache=tmp_path, progress=False, exclude=test)
@@ -232,3 +235,28 @@ def test_bases_pretrain_in_two_processes_and_the_run_finds_them(tmp_path, monkey
     b = cached_trap_base(task, cfg, progress=False, exclude=test)
     assert b.info["cached"] is True
     assert all(r["cached"] for r in pretrain_bases(st, 2))          # a second call trains nothing
+
+
+def test_cache_keeps_a_converged_base_under_a_smaller_cap_and_names_damage(tmp_path):
+    task = TrapArithmeticTask()
+    _, test = task.split(40, 24, seed=0)
+    conv = replace(TINY, n_val=16, stop_kl=1e3)                  # converges at the first check (step 5)
+    c = cached_trap_base(task, conv, cache=tmp_path, progress=False, exclude=test)
+    small = cached_trap_base(task, replace(conv, max_steps=3), cache=tmp_path, progress=False, exclude=test)
+    assert small.info["cached"] is False and small.info["path"].endswith("-cap3") and small.info["steps"] == 3
+    back = cached_trap_base(task, conv, cache=tmp_path, progress=False, exclude=test)
+    assert back.info["cached"] is True and back.info["path"] == c.info["path"]        # the converged one was kept
+    assert cached_trap_base(task, replace(conv, max_steps=3), cache=tmp_path, progress=False,
+                            exclude=test).info["cached"] is True
+    rec = tmp_path / "sharpening" / c.info["path"].split("/")[-1] / "trapbase_train.json"
+    for bad in ("", "[]", '{"steps": 5}'):
+        rec.write_text(bad)
+        with pytest.raises(ValueError, match=r"is damaged .*delete the folder"):
+            cached_trap_base(task, conv, cache=tmp_path, progress=False, exclude=test)
+    # init_from as a Path is stored as a string (the record is JSON); a non-path is refused by name
+    p = TrapBaseConfig(stop_kl=0.05, init_from=Path(back.info["path"]))
+    assert p.init_from == back.info["path"]
+    with pytest.raises(ValueError, match="init_from"):
+        TrapBaseConfig(stop_kl=0.05, init_from=5)
+    with pytest.raises(ValueError, match="lr_hold_fraction"):
+        TrapBaseConfig(lr_hold_fraction=True)

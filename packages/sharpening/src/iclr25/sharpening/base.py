@@ -106,9 +106,14 @@ class TrapBaseConfig:
         if self.stop_kl is not None and not (isinstance(self.stop_kl, (int, float)) and math.isfinite(self.stop_kl)
                                              and self.stop_kl > 0):
             raise ValueError(f"TrapBaseConfig.stop_kl must be None or a finite number > 0 (nats), got {self.stop_kl!r}")
-        if not (isinstance(self.lr_hold_fraction, (int, float)) and math.isfinite(self.lr_hold_fraction)
+        if not (isinstance(self.lr_hold_fraction, (int, float)) and not isinstance(self.lr_hold_fraction, bool)
+                and math.isfinite(self.lr_hold_fraction)
                 and 0 <= self.lr_hold_fraction <= 1):
             raise ValueError(f"TrapBaseConfig.lr_hold_fraction must be in [0, 1], got {self.lr_hold_fraction!r}")
+        if self.init_from is not None:
+            if not isinstance(self.init_from, (str, Path)) or not str(self.init_from):
+                raise ValueError(f"TrapBaseConfig.init_from must be None or a folder path, got {self.init_from!r}")
+            object.__setattr__(self, "init_from", str(self.init_from))      # JSON-able, one cache key per path
         if self.init_from is not None and not (Path(self.init_from) / "config.json").is_file():
             raise ValueError(f"TrapBaseConfig.init_from={self.init_from!r} is not a saved model folder (no "
                              "config.json); give a folder written by save_pretrained, or None to start from scratch")
@@ -361,6 +366,35 @@ def _kl_base_dir(task: TrapArithmeticTask, cfg: TrapBaseConfig, val: np.ndarray,
     return root / "sharpening" / f"trapbase-{key}"
 
 
+_TRAIN_KEYS = {"steps": int, "converged": bool, "val_kl": (int, float), "seconds": (int, float),
+               "cpu_seconds": (int, float), "kl_history": list}
+
+
+def _read_train(folder: Path, strict: bool = True) -> dict:
+    """``folder/trapbase_train.json`` checked for the keys and types the loader uses.
+
+    Raises:
+        ValueError (``strict``): a missing, truncated or malformed record, naming the folder and the fix;
+        otherwise ``{}`` is returned for it.
+    """
+    p = folder / "trapbase_train.json"
+    try:
+        t = json.loads(p.read_text())
+        bad = [k for k, ty in _TRAIN_KEYS.items() if not isinstance(t.get(k), ty)] if isinstance(t, dict) else ["*"]
+        if isinstance(t, dict) and isinstance(t.get("steps"), bool):
+            bad.append("steps")
+        if bad:
+            raise ValueError(f"missing or malformed: {', '.join(bad)}")
+        if not (folder / "config.json").is_file():
+            raise ValueError("no config.json")
+        return t
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        if not strict:
+            return {}
+        raise ValueError(f"cached trap base {folder} is damaged ({p.name}: {e}); delete the folder to train it "
+                         "again") from None
+
+
 def _reusable(train: dict, cfg: TrapBaseConfig) -> bool:
     """Whether a cached to-convergence base serves ``cfg``: it converged within ``cfg.max_steps`` (training is
     deterministic and the cap plays no part before it is reached, so a larger cap gives the same model), or
@@ -397,37 +431,52 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
     val = validation_pairs(task, cfg.n_val, exclude)
     tok = byte_tokenizer(padding_side="left")
     if cfg.stop_kl is not None:
+        import shutil
+
         from transformers import AutoModelForCausalLM
 
-        folder = _kl_base_dir(task, cfg, val, cache)
-        cached = (folder / "config.json").is_file() and (folder / "trapbase_train.json").is_file()
-        train = json.loads((folder / "trapbase_train.json").read_text()) if cached else {}
-        if cached and not _reusable(train, cfg):
-            log.info("cached trap base %s stopped at its cap of %s steps without converging; the cap is now %d: "
-                     "training it again", folder, train.get("max_steps"), cfg.max_steps)
-            cached = False
+        keyed = _kl_base_dir(task, cfg, val, cache)
+        # the cap is not keyed: a base trained under another cap that does not serve this one (it stopped at
+        # its own cap, or converged later than this cap) is kept, and this cap's base lives beside it
+        folders = [keyed, keyed.with_name(f"{keyed.name}-cap{cfg.max_steps}")]
+        folder, train, cached = folders[-1], {}, False
+        for f in folders:
+            if (f / "config.json").is_file() or (f / "trapbase_train.json").is_file():
+                t = _read_train(f)
+                if _reusable(t, cfg):
+                    folder, train, cached = f, t, True
+                    break
+                log.info("cached trap base %s does not serve cap %d (it %s after %s steps, cap %s); training this "
+                         "cap's base into %s", f, cfg.max_steps, "converged" if t.get("converged") else
+                         "stopped unconverged", t.get("steps"), t.get("max_steps"), folders[-1])
+            elif f is keyed:
+                folder = keyed
+                break
         t0 = time.perf_counter()
         if cached:
-            model = AutoModelForCausalLM.from_pretrained(folder).eval()
+            try:
+                model = AutoModelForCausalLM.from_pretrained(folder).eval()
+            except (OSError, ValueError, RuntimeError) as e:
+                raise ValueError(f"cached trap base {folder} is damaged ({type(e).__name__}: {e}); delete the "
+                                 "folder to train it again") from None
         else:
             log.info("pre-training the trap base to KL <= %g (cap %d steps); cached at %s", cfg.stop_kl,
                      cfg.max_steps, folder)
             model, train = pretrain_trap_base_to_kl(task, cfg, val, progress=progress)
             tmp = folder.with_name(folder.name + f".tmp-{time.time_ns()}")
-            tmp.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(tmp)
-            (tmp / "trapbase_train.json").write_text(json.dumps(train, indent=2) + "\n")
-            if folder.exists() and _reusable(json.loads((folder / "trapbase_train.json").read_text())
-                                             if (folder / "trapbase_train.json").is_file() else {}, cfg):
-                import shutil  # another process finished the same base first: keep that one
-
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                import shutil
-
-                if folder.exists():
-                    shutil.rmtree(folder)
-                tmp.rename(folder)
+            try:
+                tmp.mkdir(parents=True, exist_ok=True)
+                model.save_pretrained(tmp)
+                (tmp / "trapbase_train.json").write_text(json.dumps(train, indent=2, default=str) + "\n")
+                if folder.exists() and _reusable(_read_train(folder, strict=False), cfg):
+                    shutil.rmtree(tmp, ignore_errors=True)   # another process finished the same base first
+                else:
+                    if folder.exists():
+                        shutil.rmtree(folder)
+                    tmp.rename(folder)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
         seconds = time.perf_counter() - t0
         use_fused_gelu(model)
         model.eval()

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -205,7 +206,7 @@ def _base_plan(st: ReproSettings) -> list[list[tuple[TrapArithmeticTask, int]]]:
 def _chain_cached(st: ReproSettings, chain) -> bool:
     """Whether every base of ``chain`` is in the user cache and serves its config (no model is loaded, no
     torch is imported: a run whose bases are all cached starts no worker)."""
-    from .base import _kl_base_dir, _reusable, validation_pairs
+    from .base import _kl_base_dir, _read_train, _reusable, validation_pairs
 
     main = TrapArithmeticTask()
     for task, seed in chain:
@@ -218,18 +219,26 @@ def _chain_cached(st: ReproSettings, chain) -> bool:
                 return False
             cfg = replace(cfg, init_from=str(parent))
         folder = _kl_base_dir(task, cfg, validation_pairs(task, cfg.n_val, test), None)
-        train = folder / "trapbase_train.json"
-        try:
-            ok = (folder / "config.json").is_file() and _reusable(json.loads(train.read_text()), cfg)
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
+        if not any(_reusable(_read_train(f, strict=False), cfg)
+                   for f in (folder, folder.with_name(f"{folder.name}-cap{cfg.max_steps}"))):
             return False
     return True
 
 
 def _worker_init(level: int) -> None:
+    """Worker set-up: logging like the parent's, and (Linux) SIGTERM when the parent dies, so a killed run
+    leaves no orphaned worker training on."""
     logging.basicConfig(level=level, format="%(asctime)s %(processName)s %(name)s: %(message)s")
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+            if os.getppid() == 1:           # the parent died before prctl took effect
+                os._exit(1)
+        except OSError:
+            pass
 
 
 def _pretrain_chain(args) -> list[dict]:
@@ -257,6 +266,9 @@ def pretrain_bases(st: ReproSettings, workers: int) -> list[dict]:
     separate processes (one intra-op thread each); the run then loads them from the user cache. With
     ``workers < 2``, or one chain, nothing is done here (the run trains each base when it first needs it).
 
+    The workers are ``spawn``ed: a script that calls this (or :func:`reproduce` of the full preset) must
+    guard its entry point with ``if __name__ == "__main__":`` (the ``iclr25-sharpening`` command does).
+
     Returns:
         One record per base trained or found (task, seed, steps, validation KL, converged, cached, CPU-s).
     """
@@ -266,7 +278,9 @@ def pretrain_bases(st: ReproSettings, workers: int) -> list[dict]:
     if st.base.stop_kl is None:
         return []
     chains = _base_plan(st)
-    if workers < 2 or len(chains) < 2:
+    # one chain and stages in this process: it trains each base when it first needs it. With parallel
+    # stages even one chain is trained here first, or two stage workers would train the same base at once.
+    if workers < 2 or (len(chains) < 2 and not st.parallel_stages):
         return []
     chains = [c for c in chains if not _chain_cached(st, c)]
     if len(chains) < 1:
@@ -433,7 +447,7 @@ class _Stages:
         self.resume = resume
         self.reused: list[str] = []
         self.fresh: set[str] = set()      # computed in this run by worker processes (not "resumed")
-        self.reused_wall = self.reused_cpu = self.fresh_cpu = 0.0
+        self.reused_wall = self.reused_cpu = self.fresh_cpu = self.fresh_base_wall = 0.0
 
     def exists(self, name: str) -> bool:
         """Whether ``name`` would be reloaded (``resume`` and its file is there)."""
@@ -488,6 +502,7 @@ def _staged(stages: _Stages, name: str, clock: _Clock, base_infos: list, fn):
         base_infos.extend(d["base_infos"])
         if name in stages.fresh:       # computed by a worker of this run: its CPU counts, not its wall time
             stages.fresh_cpu += d["cpu_s"]
+            stages.fresh_base_wall += d["clock"].get("base", [0.0, 0.0])[0]
             return d["result"], False
         stages.reused_wall += d["wall_s"]
         stages.reused_cpu += d["cpu_s"]
@@ -654,7 +669,9 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
     wall, cpu = wall + stages.reused_wall, cpu + stages.reused_cpu     # reloaded stages count with their own time
     cpu += stages.fresh_cpu                                              # stages computed by this run's workers
     bw, bc = clock.t.get("base", (0.0, 0.0))
-    bw += clock.t.get("base_parallel", (0.0, 0.0))[0]
+    # wall time excluded as base work: this process's own base loading / pre-training (workers' base time
+    # overlapped the stages_parallel wall time, which counts as experiment) and the parallel pre-training
+    bw += clock.t.get("base_parallel", (0.0, 0.0))[0] - stages.fresh_base_wall
     seen: set = set()
     base_infos = [i for i in base_infos if not (i["path"] in seen or seen.add(i["path"]))]
     metrics = {"settings": asdict(st), "device": dev, "runs": _jsonable(runs), "extra": _jsonable(extra),
