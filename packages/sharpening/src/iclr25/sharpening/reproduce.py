@@ -59,8 +59,8 @@ class ReproSettings:
         offline_steps: optimiser steps per offline run (the same budget for every size).
         realtext: run the real-text likelihood-lift check (spec §4.3; needs the vbon mirror).
         parallel_stages: on CPU with ``threads >= 2``, compute the stages (seeds, sweep, XPO, real text) in
-            worker processes, longest first, instead of one after another (full; the results are the same
-            up to the sampling RNG of each fresh process, which is seeded from the stage's name).
+            worker processes, longest first, instead of one after another (full). Every stage's RNG is
+            seeded from its name, so the numbers equal a sequential run's (tested).
         sweep_warm_start: the coverage-sweep / XPO bases at p_c < 0.4 continue pre-training from the seed-0
             p_c = 0.4 base on their own task's strings (``TrapBaseConfig.init_from``; README deviation 10)
             instead of starting from scratch, where the units digit is supervised by only p_c of the strings.
