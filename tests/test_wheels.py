@@ -64,9 +64,11 @@ def _run(cmd, *, cwd=ROOT, timeout=600, check=True):
 
 
 def _uv_online_fallback(args, **kw):
-    """``uv ARGS --offline`` (everything is in the cache), then online if the cache lacks a file."""
+    """``uv ARGS --offline`` (everything is in the cache), then online if that fails. Any failure is
+    retried: with ``--quiet`` a file missing from a fresh machine's cache reads only "No solution found ...
+    there is no version of contourpy==1.3.3", with no word of the network (seen at stop 38)."""
     r = _run([*_uv(), *args, "--offline"], check=False, **kw)
-    if r.returncode != 0 and ("offline" in r.stderr.lower() or "network" in r.stderr.lower()):
+    if r.returncode != 0:
         r = _run([*_uv(), *args], check=False, **kw)
     if r.returncode != 0:
         pytest.fail(f"uv {' '.join(args)} exited {r.returncode}\n{r.stderr[-4000:]}")
