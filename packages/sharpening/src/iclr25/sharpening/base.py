@@ -395,6 +395,12 @@ def _read_train(folder: Path, strict: bool = True) -> dict:
                          "again") from None
 
 
+def cap_folders(keyed: Path, cfg: TrapBaseConfig) -> list[Path]:
+    """Where a to-convergence base for ``cfg`` may be cached: the keyed folder, then ``<key>-cap<N>`` (the
+    cap's own base, when the keyed one does not serve this cap)."""
+    return [keyed, keyed.with_name(f"{keyed.name}-cap{cfg.max_steps}")]
+
+
 def _reusable(train: dict, cfg: TrapBaseConfig) -> bool:
     """Whether a cached to-convergence base serves ``cfg``: it converged within ``cfg.max_steps`` (training is
     deterministic and the cap plays no part before it is reached, so a larger cap gives the same model), or
@@ -438,7 +444,7 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
         keyed = _kl_base_dir(task, cfg, val, cache)
         # the cap is not keyed: a base trained under another cap that does not serve this one (it stopped at
         # its own cap, or converged later than this cap) is kept, and this cap's base lives beside it
-        folders = [keyed, keyed.with_name(f"{keyed.name}-cap{cfg.max_steps}")]
+        folders = cap_folders(keyed, cfg)
         folder, train, cached = folders[-1], {}, False
         for f in folders:
             if (f / "config.json").is_file() or (f / "trapbase_train.json").is_file():

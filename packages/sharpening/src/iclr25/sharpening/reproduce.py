@@ -206,7 +206,7 @@ def _base_plan(st: ReproSettings) -> list[list[tuple[TrapArithmeticTask, int]]]:
 def _chain_cached(st: ReproSettings, chain) -> bool:
     """Whether every base of ``chain`` is in the user cache and serves its config (no model is loaded, no
     torch is imported: a run whose bases are all cached starts no worker)."""
-    from .base import _kl_base_dir, _read_train, _reusable, validation_pairs
+    from .base import _kl_base_dir, _read_train, _reusable, cap_folders, validation_pairs
 
     main = TrapArithmeticTask()
     for task, seed in chain:
@@ -219,8 +219,7 @@ def _chain_cached(st: ReproSettings, chain) -> bool:
                 return False
             cfg = replace(cfg, init_from=str(parent))
         folder = _kl_base_dir(task, cfg, validation_pairs(task, cfg.n_val, test), None)
-        if not any(_reusable(_read_train(f, strict=False), cfg)
-                   for f in (folder, folder.with_name(f"{folder.name}-cap{cfg.max_steps}"))):
+        if not any(_reusable(_read_train(f, strict=False), cfg) for f in cap_folders(folder, cfg)):
             return False
     return True
 
