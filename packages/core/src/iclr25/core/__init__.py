@@ -3,7 +3,8 @@
 Torch-free at its base: ``results`` (claims and reports), ``registry`` (method discovery and the
 ``iclr25`` command), ``data`` (mirror / cache resolution with checksums), ``seed``, ``config``
 (dataclass configs from YAML/JSON files and flags, the shared CLI conventions), ``threads``,
-``jsonl``, ``progress``, ``runinfo``. Causal-LM helpers live in
+``jsonl``, ``progress``, ``runinfo``, ``checkpoint`` (atomic checkpoint folders, every RNG state,
+log trimming for an exact ``--resume``). Causal-LM helpers live in
 ``iclr25.core.lm`` (extra ``iclr25-core[lm]``).
 """
 
