@@ -63,3 +63,56 @@ def test_unknown_slug(fake_methods, tmp_path, capsys):
 def test_run_reproduction_rejects_non_claims(tmp_path):
     with pytest.raises(TypeError, match="Claim"):
         registry.run_reproduction("x", lambda q, o: [1.0], quick=True, out_dir=tmp_path)
+
+
+def test_terminal_table_fits_100_columns_and_keeps_verdicts():
+    from iclr25.core.registry import terminal_table
+
+    long = "mechanism/" + "a_very_long_claim_identifier_" * 4
+    rows = [("sw-fair-clustering", Claim(long, "metric " * 30, 0.123456, baseline=0.1, note="n " * 200)),
+            ("agpd", Claim("clean/no_target_class", "m", 1e-7, threshold=0.5, higher_is_better=False))]
+    text = terminal_table(rows)
+    assert max(len(x) for x in text.splitlines()) <= 100
+    lines = text.splitlines()[2:]
+    assert lines[0].endswith("yes") and lines[1].endswith("yes") and "…" in lines[0]
+    assert "n n n" not in text  # notes go to results.md / the page
+
+
+def test_umbrella_passes_workers_resume_and_knows_its_version(capsys):
+    from iclr25.core.registry import _pass_through, build_parser
+
+    def with_workers(quick, out_dir, workers=1, resume=False, quiet=False):
+        return []
+
+    def with_jobs(quick, out_dir, jobs=1):
+        return []
+
+    passed = {"workers": 3, "resume": True, "quiet": None}
+    assert _pass_through("a", with_workers, passed) == {"workers": 3, "resume": True}
+    assert _pass_through("b", with_jobs, passed) == {"jobs": 3}  # resume not taken: logged, left out
+    args = build_parser().parse_args(["reproduce", "--workers", "2", "--resume", "x"])
+    assert args.workers == 2 and args.resume and args.slugs == ["x"]
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("iclr25-core ")
+    from iclr25.core.registry import main
+
+    assert main(["reproduce", "--workers", "0", "nothing"]) == 2
+
+
+def test_third_party_loggers_quiet_and_log_lines_go_through_tqdm(capsys):
+    import logging
+
+    from iclr25.core.progress import THIRD_PARTY_LOGGERS, _TqdmHandler, setup_logging
+
+    setup_logging(logging.INFO)
+    setup_logging(logging.INFO)  # idempotent: one handler
+    root = logging.getLogger()
+    assert sum(isinstance(h, _TqdmHandler) for h in root.handlers) == 1
+    assert "httpx" in THIRD_PARTY_LOGGERS
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert logging.getLogger("iclr25.x").isEnabledFor(logging.INFO)
+    logging.getLogger("httpx").info("HTTP Request: POST http://127.0.0.1/v1/chat/completions")
+    logging.getLogger("iclr25.x").info("a line of ours")
+    err = capsys.readouterr().err
+    assert "HTTP Request" not in err and "INFO iclr25.x: a line of ours" in err

@@ -45,10 +45,11 @@ def _broken_png():
 
 ALPHA = [
     Claim("headline/ours_gt_base", "acc (%)", ours=91.5, baseline=80.25, margin=5, paper="93.1"),
-    Claim("mechanism/gap", "gap (nats)", ours=0.4, threshold=0.1),
+    Claim("mechanism/gap", "gap (nats)", ours=0.4, threshold=0.1, paper_ref="Sec. 4, direction only"),
     Claim("headline/fpr", "FPR <b>bold</b> (%)", ours=3.0, threshold=2.0, higher_is_better=False,
           paper="1.2", note=HOSTILE),
-    Claim("headline/margin_short", "acc (%)", ours=81.0, baseline=80.5, margin=1.0, note="line one\nline two"),
+    Claim("headline/margin_short", "acc (%)", ours=81.0, baseline=80.5, margin=1.0, note="line one\nline two",
+          paper_value=82.0, paper_ref="Table 3", spread=0.8, n_seeds=3),
 ]
 BETA = [
     Claim("b/not_measured", "AUROC", ours=float("nan"), threshold=0.5, note="crashed mid-way"),
@@ -149,13 +150,30 @@ def test_every_claim_row_and_the_overview(results):
     assert "12.5 s" in ov["alpha"] and "30.2 s" in ov["alpha"]
     assert "1/2" in ov["beta"] and "\u2014" in ov["beta"]  # CPU time unknown
     sec = dom.find("section", id="pkg-alpha")[0]["text"]
-    failing = next(e for e in dom.find("ul") if e["attrs"].get("class") == "failing"
-                   and "headline/fpr" in e["text"])["text"]
-    # reasons computed from the numbers, then the note
-    assert "ours 3 > threshold 2" in failing and "ours − baseline = 0.5 < margin 1" in failing
-    assert "line one\nline two" in failing and "mechanism/gap" not in failing
+    rows = {r["attrs"]["data-claim"]: r["text"] for r in dom.rows}
+    # a failing claim appears once: its row says why, computed from the numbers, beside its note
+    assert "ours 3 > threshold 2" in rows["headline/fpr"] and "does not hold" in rows["headline/fpr"]
+    assert "ours − baseline = 0.5 < margin 1" in rows["headline/margin_short"]
+    assert "line one\nline two" in rows["headline/margin_short"]
+    assert "does not hold" not in rows["mechanism/gap"] and dom.find("ul", class_="failing") == []
+    assert sec.count("headline/fpr") == 1 and "Did not hold" not in sec
     assert "2/4 claims hold" in sec
     assert "not measured (ours is NaN)" in dom.find("section", id="pkg-beta")[0]["text"]
+
+
+def test_paper_value_rule_gap_and_spread_side_by_side(results):
+    dom = _Dom(_page(results))
+    rows = {r["attrs"]["data-claim"]: r for r in dom.rows}
+    short = rows["headline/margin_short"]["text"]
+    assert "82 (Table 3)" in short and "≥ baseline + 1" in short
+    assert "0.5 ± 0.8" in short and "inside the seed spread" in short and "3 seeds" in short
+    assert "the gap is inside the seed spread" in short  # the verdict says seeds could flip it
+    assert "Sec. 4, direction only" in rows["mechanism/gap"]["text"]
+    kinds = {n: r["attrs"]["class"].split()[2] for n, r in rows.items()}
+    assert kinds["mechanism/gap"] == "kind-mechanism" and kinds["headline/fpr"] == "kind-headline"
+    # ids wrap only at / and _ (a <wbr> there), never mid-word
+    page = _page(results)
+    assert "headline/<wbr>margin_<wbr>short" in page
 
 
 def test_plots_are_embedded_and_bad_files_listed(results):
@@ -460,6 +478,9 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
     assert dom.find(id="injected") == [] and len(dom.find("script")) == 1
     row = next(r for r in dom.rows if r["attrs"]["data-claim"] == "headline/fpr")
     assert '<script>document.title="pwned"</script>' in row["text"]
+    # what a reader compares, as the browser shows it: the paper's value, the gap and its seed spread
+    short = next(r for r in dom.rows if r["attrs"]["data-claim"] == "headline/margin_short")["text"]
+    assert "82 (Table 3)" in short and "0.5 ± 0.8" in short and "inside the seed spread" in short
     # the page's own script ran (its CSP hash matches): filter shown, images checked
     assert "hidden" not in dom.find("div", id="controls")[0]["attrs"]
     decoded = {e["attrs"]["alt"]: e["attrs"].get("data-decoded") for e in dom.find("img")}

@@ -69,7 +69,8 @@ def test_report_roundtrip(tmp_path):
     assert [c["holds"] for c in data["claims"]] == [True, False, False]
     assert data["claims"][2]["ours"] is None  # NaN is written as null, JSON stays valid
     assert set(data["claims"][0]) == {"name", "metric", "ours", "baseline", "threshold", "higher_is_better",
-                                      "margin", "paper", "note", "holds"}
+                                      "margin", "paper", "note", "holds", "kind", "paper_value", "paper_ref",
+                                      "spread", "n_seeds", "within_spread"}
     back = read_report(tmp_path / "agpd")
     assert back.to_dict() == r.to_dict() or back.claims[:2] == r.claims[:2]
     assert math.isnan(back.claims[2].ours)
@@ -102,4 +103,34 @@ def test_claims_table_has_one_row_per_claim():
 def test_claims_table_escapes_pipes_and_newlines():
     t = claims_table([Claim("a|b", "x | y", 1, threshold=0, paper="p\nq")])
     row = t.splitlines()[2]
-    assert row.count(" | ") == 8 and "a\\|b" in row and "p q" in row
+    assert row.count(" | ") == 10 and "a\\|b" in row and "p q" in row
+
+
+def test_claim_structured_fields_kind_spread_and_paper_value():
+    from iclr25.core.results import CLAIM_KINDS
+
+    c = Claim("mechanism/x", "acc", 0.80, baseline=0.75, margin=0.0, paper_value=0.9, paper_ref="Table 2",
+              spread=0.03, n_seeds=3)
+    assert c.kind == "mechanism" and Claim("tpr_gt", "m", 1, threshold=0).kind == "headline"
+    assert Claim("invariant/frozen", "m", 1, threshold=0).kind == "sanity"
+    assert abs(c.gap - 0.05) < 1e-12 and c.within_spread is False  # gap 0.05 beyond sd 0.03
+    lower = Claim("err", "m", 0.20, baseline=0.22, higher_is_better=False, spread=0.05, n_seeds=2)
+    assert abs(lower.gap - 0.02) < 1e-12 and lower.within_spread is True  # inside: seeds could flip it
+    assert Claim("t", "m", 0.5, threshold=0.4, spread=0.2).within_spread is True
+    assert Claim("t", "m", 0.5, threshold=0.4).within_spread is None  # one seed: no spread to compare
+    assert Claim("t", "m", float("nan"), threshold=0.4, spread=0.1).within_spread is None
+    d = c.to_dict()
+    assert d["within_spread"] is False and d["paper_value"] == 0.9 and d["kind"] == "mechanism"
+    assert Claim.from_dict(d) == c
+    for bad in (dict(kind="claim"), dict(spread=-0.1), dict(spread=float("nan")), dict(n_seeds=0),
+                dict(n_seeds=1.5)):
+        with pytest.raises(ValueError):
+            Claim("a", "m", 1, threshold=0, **bad)
+    assert set(CLAIM_KINDS) == {"headline", "mechanism", "sanity", "engineering"}
+    row = claims_table([c]).splitlines()[2]
+    assert "0.9 (Table 2)" in row and "±0.03 (3 seeds), gap beyond" in row
+
+
+def test_claim_without_paper_number_says_direction_only():
+    c = Claim("a", "m", 1, threshold=0, paper_ref="Fig. 3, direction only")
+    assert "Fig. 3, direction only" in claims_table([c])

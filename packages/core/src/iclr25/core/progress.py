@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["progress", "configure_logging", "progress_disabled"]
+__all__ = ["progress", "configure_logging", "progress_disabled", "setup_logging", "THIRD_PARTY_LOGGERS"]
 
 
 def progress_disabled(quiet: bool | None = None) -> bool:
@@ -69,10 +69,54 @@ def _quiet_postfix_class(base: type) -> type:
     return _QUIET_POSTFIX[base]
 
 
+#: Third-party loggers that log a line per request or file at INFO (httpx logs every POST of an
+#: evaluation run): kept at WARNING whatever the root level, so a run's log says what the run did.
+THIRD_PARTY_LOGGERS = ("httpx", "httpcore", "openai", "urllib3", "requests", "filelock", "fsspec", "asyncio",
+                       "matplotlib", "PIL", "huggingface_hub", "datasets", "ray", "flwr", "grpc")
+
+
+class _TqdmHandler(logging.StreamHandler):
+    """A stderr handler that writes through ``tqdm.write``: a log line never lands on a progress
+    bar's line (tqdm clears the bar, prints the line, redraws the bar)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def setup_logging(level: int) -> None:
+    """Root logging at ``level`` on stderr through :class:`_TqdmHandler` (one handler, however often
+    this is called), third-party loggers (:data:`THIRD_PARTY_LOGGERS`) at WARNING, and Hugging Face's
+    own bars ("Loading weights", downloads) off when stderr is not a terminal or bars are off."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _TqdmHandler) for h in root.handlers):
+        for h in list(root.handlers):
+            if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) in (sys.stderr, sys.__stderr__):
+                root.removeHandler(h)
+        h = _TqdmHandler()
+        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(h)
+    root.setLevel(level)
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    if progress_disabled() or not tty:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by transformers' bars too
+        if "transformers" in sys.modules:
+            try:
+                sys.modules["transformers"].utils.logging.disable_progress_bar()
+            except AttributeError:  # pragma: no cover - an old transformers
+                pass
+
+
 def configure_logging(quiet: bool = False, *, debug: bool = False) -> None:
-    """Root logging for a command: INFO (WARNING when quiet, DEBUG with ``debug``) on stderr."""
+    """Root logging for a command: INFO (WARNING when quiet, DEBUG with ``debug``) on stderr
+    (:func:`setup_logging`: third-party loggers at WARNING, log lines never on a bar's line)."""
     level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
     if quiet:
         os.environ["ICLR25_QUIET"] = "1"
+    setup_logging(level)

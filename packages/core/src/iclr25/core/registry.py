@@ -12,7 +12,8 @@ writes ``results.json`` and ``results.md`` there from the claims it returns.
 Command line::
 
     iclr25 list
-    iclr25 reproduce [--quick] [--out DIR] [--report] [SLUG ...]
+    iclr25 --version
+    iclr25 reproduce [--quick] [--out DIR] [--workers N] [--resume] [--report] [SLUG ...]
     iclr25 report [--results DIR] [--out FILE] [--compare OLD NEW] [--rtol X]
 
 ``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
@@ -33,9 +34,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from .results import Claim, Report, claims_table, write_report
+from .results import Claim, Report, write_report
 
-__all__ = ["MethodEntry", "discover", "run_reproduction", "main"]
+__all__ = ["MethodEntry", "discover", "run_reproduction", "terminal_table", "main"]
 
 GROUP = "iclr25.methods"
 log = logging.getLogger("iclr25")
@@ -190,6 +191,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
         os.environ["ICLR25_QUIET"] = "1"
     out_root = Path(args.out)
+    passed = {"workers": args.workers, "resume": True if args.resume else None,
+              "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
     bar = progress(wanted, desc="reproduce", unit="method")
@@ -197,9 +200,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         bar.set_postfix_str(slug)
         entry = methods[slug]
         try:
+            fn = entry.load()
             report = run_reproduction(
-                slug, entry.load(), quick=args.quick, out_dir=out_root / slug, version=entry.version,
-                seeds=args.seeds, device=args.device,
+                slug, fn, quick=args.quick, out_dir=out_root / slug, version=entry.version,
+                seeds=args.seeds, device=args.device, **_pass_through(slug, fn, passed),
             )
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
@@ -208,13 +212,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         rows += [(slug, c) for c in report.claims]
         log.info("%s: %d/%d claims hold (%.1f s)", slug, sum(c.holds for c in report.claims),
                  len(report.claims), report.seconds)
-    # one table of all claims, grouped by method
-    lines = []
-    for slug in dict.fromkeys(s for s, _ in rows):
-        table = claims_table([c for s, c in rows if s == slug], slug=slug).splitlines()
-        lines += table if not lines else table[2:]
-    if lines:
-        print("\n".join(lines))
+    # one table of all claims, grouped by method, within 100 columns (notes: results.md / report.html)
+    if rows:
+        print(terminal_table(rows))
     held = sum(c.holds for _, c in rows)
     summary = f"{held}/{len(rows)} claims hold across {len(wanted) - len(crashed)} method(s)"
     if crashed:
@@ -228,6 +228,50 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{summary}; results in {out_root}/<slug>/results.json")
     return 1 if crashed else 0
+
+
+def _pass_through(slug: str, fn: Callable[..., object], passed: dict[str, object]) -> dict[str, object]:
+    """The umbrella's ``--workers``/``--resume``/``--quiet`` as keywords ``fn`` takes (``workers`` also as
+    ``jobs``, an older name); one a method cannot take is logged and left out."""
+    kw: dict[str, object] = {}
+    for name, value in passed.items():
+        if value is None:
+            continue
+        if _accepts(fn, name):
+            kw[name] = value
+        elif name == "workers" and _accepts(fn, "jobs"):
+            kw["jobs"] = value
+        elif name != "quiet":
+            log.warning("%s: reproduce() does not take --%s; running without it", slug, name)
+    return kw
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def terminal_table(rows: Sequence[tuple[str, Claim]], width: int = 100) -> str:
+    """A plain-text table of ``(slug, claim)`` rows that fits ``width`` columns: method, claim, ours,
+    baseline or threshold, verdict. Long names are shortened with "…"; metrics and notes are in
+    ``results.md`` and the HTML page."""
+    def num(x: float | None) -> str:
+        from .results import _fmt
+
+        return "" if x is None else _fmt(x)
+
+    body = [(slug, c.name, num(c.ours), num(c.baseline if c.baseline is not None else c.threshold),
+             "yes" if c.holds else "NO") for slug, c in rows]
+    head = ("method", "claim", "ours", "vs", "holds")
+    fixed = [min(max(len(r[i]) for r in [head, *body]), cap) for i, cap in ((0, 18), (2, 10), (3, 10), (4, 5))]
+    name_w = max(10, width - sum(fixed) - 2 * 4)
+    widths = [fixed[0], name_w, fixed[1], fixed[2], fixed[3]]
+    line = [f"{_clip(head[0], widths[0]):<{widths[0]}}  {head[1]:<{widths[1]}}  {head[2]:>{widths[2]}}  "
+            f"{head[3]:>{widths[3]}}  {head[4]}"]
+    line.append("-" * min(width, sum(widths) + 8))
+    for r in body:
+        line.append(f"{_clip(r[0], widths[0]):<{widths[0]}}  {_clip(r[1], widths[1]):<{widths[1]}}  "
+                    f"{_clip(r[2], widths[2]):>{widths[2]}}  {_clip(r[3], widths[3]):>{widths[3]}}  {r[4]}")
+    return "\n".join(x.rstrip() for x in line)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -257,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="iclr25",
         description="ICLR 2025 methods as packages: list them, reproduce their claims.",
     )
+    from ._version import __version__
+
+    p.add_argument("--version", action="version", version=f"iclr25-core {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("list", help="installed methods: slug, distribution, version")
     sp.set_defaults(func=_cmd_list)
@@ -275,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds, passed to methods whose reproduce() takes them")
     sp.add_argument("--threads", type=int, default=None, help="CPU threads for torch/BLAS")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="worker processes, passed to methods whose reproduce() runs jobs in parallel")
+    sp.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run in OUT (methods whose reproduce() can resume)")
     sp.add_argument("--report", action="store_true", help="then write OUT/report.html (see iclr25 report)")
     sp.set_defaults(func=_cmd_reproduce)
     sp = sub.add_parser(
@@ -296,9 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``iclr25`` console script; returns the exit code."""
+    from .progress import setup_logging
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    setup_logging(logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
     return args.func(args)
 
 

@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._version import __version__
-from .results import Claim, Report, _fmt, read_report
+from .results import Claim, Report, _fmt, _paper_cell, read_report
 
 __all__ = [
     "DEFAULT_RTOL",
@@ -158,13 +158,16 @@ def _read_report_tolerant(path: Path, raw: dict[str, Any]) -> Report:
     known = {f.name for f in fields(Claim)}
     drop = set(OPTIONAL_CLAIM_KEYS) - known
     claims = raw.get("claims")
-    if not drop or not isinstance(claims, list) or not any(
-        isinstance(c, dict) and drop & set(c) for c in claims
-    ):
+
+    def aside(c: dict[str, Any]) -> set[str]:
+        # a per-key spread mapping {"ours": sd, "baseline": sd} (written before Claim.spread was a number)
+        return (drop & set(c)) | ({"spread"} if isinstance(c.get("spread"), Mapping) else set())
+
+    if not isinstance(claims, list) or not any(isinstance(c, dict) and aside(c) for c in claims):
         return read_report(path)
     cleaned = dict(raw)
     cleaned["claims"] = [
-        {k: v for k, v in c.items() if k not in drop} if isinstance(c, dict) else c for c in claims
+        {k: v for k, v in c.items() if k not in aside(c)} if isinstance(c, dict) else c for c in claims
     ]
     return Report.from_dict(cleaned)
 
@@ -297,6 +300,8 @@ def claim_spread(raw_claim: Mapping[str, Any], claim: Claim | None, key: str) ->
     s = getattr(claim, "spread", None) if claim is not None else None
     if s is None:
         s = raw_claim.get("spread")
+    elif key != "ours":
+        return None  # Claim.spread is the sd of the compared quantity (the gap, or ours), not of the baseline
     if isinstance(s, Mapping):
         v = _num(s.get(key))
     else:
@@ -428,7 +433,10 @@ th { background: #f6f8fa; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.note, div.note { white-space: pre-wrap; max-width: 36rem; }
 td.note { min-width: 16rem; }
-td.name { min-width: 13rem; max-width: 18rem; overflow-wrap: anywhere; }
+td.name { min-width: 13rem; max-width: 18rem; overflow-wrap: normal; word-break: normal; hyphens: none; }
+td.holds .why { font-weight: 400; color: #1f2328; font-size: 0.9em; }
+.inside { color: var(--warn); font-size: 0.85em; } .beyond { color: var(--ok); font-size: 0.85em; }
+td.note details summary { cursor: pointer; }
 .wide { overflow-x: auto; }
 code, .name { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; }
 .yes { color: var(--ok); font-weight: 600; }
@@ -451,7 +459,6 @@ figcaption { color: var(--muted); font-size: 0.85em; margin-top: 0.3rem; }
 dl.env { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 1rem; margin: 0.3rem 0; }
 dl.env dt { color: var(--muted); }
 dl.env dd { margin: 0; font-family: ui-monospace, monospace; font-size: 0.9em; word-break: break-all; }
-ul.failing li { margin: 0.3rem 0; }
 .only-failing tr.claim.holds, .only-failing tr.pkg-row.all-hold, .only-failing section.pkg.all-hold,
 .only-changed tr.claim:not(.changed), .only-changed section.pkg:not(.has-changes) { display: none; }
 """.strip()
@@ -550,7 +557,50 @@ def _fmt_any(v: Any) -> str:
 
 
 def _is_headline(c: Claim) -> bool:
-    return c.name.split("/", 1)[0] != "mechanism"
+    return c.kind == "headline"
+
+
+def _claim_id(name: str) -> str:
+    """A claim id that wraps only after ``/`` or ``_`` (never mid-word): escaped, with ``<wbr>`` there."""
+    return re.sub(r"([/_])", r"\1<wbr>", _e(name))
+
+
+def _rule(c: Claim) -> str:
+    """The comparison that decides the claim, in words: ``"≥ baseline + 0.02"``, ``"≤ 0.05"``."""
+    op = "≥" if c.higher_is_better else "≤"
+    parts = []
+    if c.baseline is not None:
+        m = f" {'+' if c.higher_is_better else '−'} {_fmt(c.margin)}" if c.margin else ""
+        parts.append(f"{op} baseline{m}")
+    if c.threshold is not None:
+        parts.append(f"{op} {_fmt(c.threshold)}")
+    return " and ".join(parts)
+
+
+def _gap_cell(c: Claim) -> str:
+    g = c.gap
+    if g is None:
+        return _DASH
+    out = _e(_fmt(g))
+    if c.spread is not None:
+        out += f' <span class="sd">± {_e(_fmt(c.spread))}</span>'
+        w = c.within_spread
+        out += ('<div class="inside">inside the seed spread</div>' if w else
+                '<div class="beyond">beyond the seed spread</div>')
+    if c.n_seeds:
+        out += f'<div class="seeds">{c.n_seeds} seed{"s" if c.n_seeds != 1 else ""}</div>'
+    return out
+
+
+def _note_cell(note: str) -> str:
+    """A short note as text; a long one folded (its first line as the summary)."""
+    if not note:
+        return ""
+    if len(note) <= 160 and "\n" not in note:
+        return _e(note)
+    first = note.split("\n", 1)[0]
+    head = first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " …"
+    return f"<details><summary>{_e(head)}</summary>{_e(note)}</details>"
 
 
 def _why_not(c: Claim) -> str:
@@ -599,21 +649,28 @@ def _env_rows(p: PackageResults) -> list[tuple[str, str]]:
 def _claim_row(p: PackageResults, i: int, c: Claim, change: ClaimChange | None, compare: bool) -> str:
     raw = p.claim_raw(i)
     seeds = _claim_seeds(raw, c)
-    ours = _value(c.ours, claim_spread(raw, c, "ours"))
+    legacy = raw.get("spread") if isinstance(raw.get("spread"), Mapping) else {}
+    ours = _value(c.ours, _num(legacy.get("ours")) if legacy else None)
     if seeds not in (None, [], {}):
         ours += f'<div class="seeds">seeds: {_e(_fmt_any(seeds))}</div>'
-    cls = ["claim", "holds" if c.holds else "fails"]
+    cls = ["claim", "holds" if c.holds else "fails", f"kind-{c.kind}"]
+    verdict = "holds" if c.holds else "does not hold"
+    why = "" if c.holds else _why_not(c)
+    if c.within_spread:
+        why = (why + "; " if why else "") + "the gap is inside the seed spread"
+    paper = _e(_paper_cell(c)) or _DASH
     cells = [
-        f'<td class="name">{_e(c.name)}</td>',
+        f'<td class="name">{_claim_id(c.name)}</td>',
+        f'<td class="kind">{_e(c.kind)}</td>',
         f"<td>{_e(c.metric)}</td>",
+        f'<td class="paper">{paper}</td>',
         f'<td class="num ours">{ours}</td>',
-        f'<td class="num">{_value(c.baseline, claim_spread(raw, c, "baseline"))}</td>',
-        f'<td class="num">{_e(_fmt(c.margin)) if c.baseline is not None else ""}</td>',
-        f'<td class="num">{_e(_fmt(c.threshold))}</td>',
-        f"<td>{'higher' if c.higher_is_better else 'lower'}</td>",
-        f"<td>{_e(c.paper)}</td>",
-        f'<td class="holds {"yes" if c.holds else "no"}">{"yes" if c.holds else "no"}</td>',
-        f'<td class="note">{_e(c.note)}</td>',
+        f'<td class="num">{_value(c.baseline, _num(legacy.get("baseline")) if legacy else None)}</td>',
+        f'<td class="rule">{_e(_rule(c))}</td>',
+        f'<td class="num gap">{_gap_cell(c)}</td>',
+        f'<td class="holds {"yes" if c.holds else "no"}">{verdict}'
+        + (f'<div class="why">{_e(why)}</div>' if why else "") + "</td>",
+        f'<td class="note">{_note_cell(c.note)}</td>',
     ]
     if compare:
         marks = []
@@ -630,7 +687,7 @@ def _claim_row(p: PackageResults, i: int, c: Claim, change: ClaimChange | None, 
     return (f'<tr class="{" ".join(cls)}" data-claim="{_e(c.name)}">' + "".join(cells) + "</tr>")
 
 
-_CLAIM_HEAD = ["claim", "metric", "ours", "baseline", "margin", "threshold", "better", "paper's value", "holds",
+_CLAIM_HEAD = ["claim", "kind", "metric", "paper", "ours", "baseline", "rule", "gap ± seed spread", "verdict",
                "note"]
 
 
@@ -672,17 +729,6 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
             out += [f'<li><span class="name">{_e(n)}</span> (held: {"yes" if ch.was_holds else "no"})</li>'
                     for n, ch in removed]
             out.append("</ul>")
-    failing = [c for c in claims if not c.holds]
-    out.append("<h3>Did not hold</h3>")
-    if failing:
-        out.append('<ul class="failing">')
-        for c in failing:
-            out.append(f'<li><span class="name">{_e(c.name)}</span>: {_e(_why_not(c))}'
-                       + (f'<div class="note">{_e(c.note)}</div>' if c.note else
-                          '<div class="muted">no note given</div>') + "</li>")
-        out.append("</ul>")
-    else:
-        out.append('<p class="muted">Every claim holds.</p>')
     out.append("<h3>Plots</h3>")
     if p.plots:
         out.append('<div class="plots">')
@@ -824,8 +870,9 @@ def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 repro
         f'<p class="meta">{held}/{len(all_claims)} claims hold across {len(results)} package(s). '
         f"Generated {_e(generated)} by iclr25-core {_e(__version__)}"
         + (f" from <code>{_e(source)}</code>" if source else "") + ". "
-        "<code>holds</code> is computed from the measured numbers; headline claims are those not "
-        "named <code>mechanism/…</code>.</p>",
+        "<code>holds</code> is computed from the measured numbers; each claim shows the paper's value "
+        "(or \u201cdirection only\u201d), ours, the baseline, the rule, and the gap with its seed spread. "
+        "Headline claims are those of kind <code>headline</code>.</p>",
         compare_note,
         '<p class="banner" id="image-warning" hidden></p>',
         *controls,

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Claim", "Report", "claims_table", "write_report", "read_report"]
+__all__ = ["Claim", "CLAIM_KINDS", "Report", "claims_table", "infer_kind", "write_report", "read_report"]
 
 _CLAIM_FIELDS = (
     "name",
@@ -35,7 +35,24 @@ _CLAIM_FIELDS = (
     "margin",
     "paper",
     "note",
+    "kind",
+    "paper_value",
+    "paper_ref",
+    "spread",
+    "n_seeds",
 )
+
+#: What a claim is for: the paper's result (headline), the intermediate quantity its argument rests on
+#: (mechanism), a check that the setup is what it should be (sanity), or a property of the software
+#: (engineering: such checks belong in tests, and the report marks them).
+CLAIM_KINDS = ("headline", "mechanism", "sanity", "engineering")
+_KIND_FROM_PREFIX = {"mechanism": "mechanism", "sanity": "sanity", "invariant": "sanity"}
+
+
+def infer_kind(name: str) -> str:
+    """The kind a claim name's first segment implies: ``mechanism/...`` -> mechanism,
+    ``sanity/...``/``invariant/...`` -> sanity, anything else -> headline."""
+    return _KIND_FROM_PREFIX.get(name.split("/", 1)[0], "headline")
 
 
 def _finite(x: float | None) -> bool:
@@ -59,11 +76,21 @@ class Claim:
         margin: with a baseline, ``ours`` must beat it by at least this much (same units);
             ``0`` means "at least as good".
         paper: the figure the paper reports for this claim, as text (e.g. ``"96.66 TPR"``).
-        note: free text: scale, caveats, explanation when the claim does not hold.
+        note: free text: scale, caveats, explanation when the claim does not hold (computed
+            from the numbers, never fixed text).
+        kind: one of :data:`CLAIM_KINDS`; ``""`` infers it from the name (:func:`infer_kind`).
+        paper_value: the paper's number for ``ours`` (same metric and units), or ``None`` when the
+            paper gives none (then ``paper_ref`` says ``"direction only"``).
+        paper_ref: where the paper's number or statement is (``"Table 2"``, ``"Fig. 3"``,
+            ``"Sec. 5.1, direction only"``).
+        spread: the seed standard deviation (or standard error) of the compared quantity as the
+            verdict uses it: of the gap ``ours - baseline`` for a baseline claim, of ``ours`` for a
+            threshold-only claim. ``None`` when the run has one seed.
+        n_seeds: how many seeds ``ours`` (and the spread) come from.
 
     Raises:
         ValueError: if neither ``baseline`` nor ``threshold`` is given (nothing to decide),
-            or ``margin`` is negative.
+            ``margin`` or ``spread`` is negative, ``n_seeds`` < 1, or ``kind`` is unknown.
     """
 
     name: str
@@ -75,6 +102,11 @@ class Claim:
     margin: float = 0.0
     paper: str = ""
     note: str = ""
+    kind: str = ""
+    paper_value: float | None = None
+    paper_ref: str = ""
+    spread: float | None = None
+    n_seeds: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -87,11 +119,40 @@ class Claim:
         if self.margin < 0:
             raise ValueError(f"Claim {self.name!r}: margin must be >= 0, got {self.margin}")
         # normalise numeric types (numpy / torch scalars -> float) so JSON round-trips
-        for f in ("ours", "baseline", "threshold", "margin"):
+        for f in ("ours", "baseline", "threshold", "margin", "paper_value", "spread"):
             v = getattr(self, f)
             if v is not None:
                 object.__setattr__(self, f, float(v))
         object.__setattr__(self, "higher_is_better", bool(self.higher_is_better))
+        kind = self.kind or infer_kind(self.name)
+        if kind not in CLAIM_KINDS:
+            raise ValueError(f"Claim {self.name!r}: kind must be one of {CLAIM_KINDS}, got {self.kind!r}")
+        object.__setattr__(self, "kind", kind)
+        if self.spread is not None and not (self.spread >= 0):  # NaN fails too
+            raise ValueError(f"Claim {self.name!r}: spread must be a number >= 0 (or None), got {self.spread}")
+        if self.n_seeds is not None:
+            if isinstance(self.n_seeds, bool) or int(self.n_seeds) != self.n_seeds or self.n_seeds < 1:
+                raise ValueError(f"Claim {self.name!r}: n_seeds must be an integer >= 1, got {self.n_seeds!r}")
+            object.__setattr__(self, "n_seeds", int(self.n_seeds))
+
+    @property
+    def gap(self) -> float | None:
+        """The compared difference in the claim's direction: ``ours - baseline`` (``baseline - ours``
+        when lower is better), or against the threshold for a threshold-only claim; ``None`` if not
+        finite. Positive means ours is on the claimed side."""
+        ref = self.baseline if self.baseline is not None else self.threshold
+        if ref is None or not (_finite(self.ours) and _finite(ref)):
+            return None
+        return self.ours - ref if self.higher_is_better else ref - self.ours
+
+    @property
+    def within_spread(self) -> bool | None:
+        """Whether the gap is inside the seed spread (``|gap| <= spread``): a verdict that seeds could
+        flip. ``None`` when no spread was measured (one seed) or the gap is not finite."""
+        g = self.gap
+        if self.spread is None or g is None:
+            return None
+        return bool(abs(g) <= self.spread)
 
     @property
     def holds(self) -> bool:
@@ -122,6 +183,9 @@ class Claim:
         for k in ("ours", "baseline", "threshold"):
             if d[k] is not None and not _finite(d[k]):
                 d[k] = None
+        if d["paper_value"] is not None and not _finite(d["paper_value"]):
+            d["paper_value"] = None
+        d["within_spread"] = self.within_spread
         d["holds"] = self.holds
         return d
 
@@ -129,7 +193,7 @@ class Claim:
     def from_dict(cls, d: dict[str, Any]) -> Claim:
         """Inverse of :meth:`to_dict`. ``holds`` is recomputed; a stored ``holds`` that
         disagrees with the numbers raises ``ValueError`` (a hand-edited result)."""
-        unknown = set(d) - set(_CLAIM_FIELDS) - {"holds"}
+        unknown = set(d) - set(_CLAIM_FIELDS) - {"holds", "within_spread"}
         if unknown:
             raise ValueError(f"Claim: unknown field(s) {sorted(unknown)}")
         kw = {k: d[k] for k in _CLAIM_FIELDS if k in d}
@@ -161,22 +225,43 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _paper_cell(c: Claim) -> str:
+    """The paper's value and where it is: ``"96.66 (Table 2)"``; the free-text ``paper`` when no number."""
+    ref = f" ({c.paper_ref})" if c.paper_ref else ""
+    if c.paper_value is not None:
+        return f"{_fmt(c.paper_value)}{ref}"
+    return (c.paper + ref) if c.paper else (c.paper_ref or "")
+
+
+def _spread_cell(c: Claim) -> str:
+    """``"±0.02 (3 seeds), gap inside"`` / ``"... gap beyond"``; ``""`` without a spread."""
+    if c.spread is None:
+        return "1 seed" if c.n_seeds == 1 else ""
+    seeds = f" ({c.n_seeds} seeds)" if c.n_seeds else ""
+    w = c.within_spread
+    where = "" if w is None else (", gap inside" if w else ", gap beyond")
+    return f"±{_fmt(c.spread)}{seeds}{where}"
+
+
 def claims_table(claims: Sequence[Claim], slug: str | None = None) -> str:
     """Markdown table of claims (one row each); a ``method`` column when ``slug`` is given."""
-    head = ["claim", "metric", "ours", "baseline", "margin", "threshold", "dir", "paper", "holds"]
+    head = ["claim", "kind", "metric", "paper", "ours", "baseline", "margin", "threshold", "dir", "spread",
+            "holds"]
     if slug is not None:
         head = ["method", *head]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in claims:
         row = [
             _cell(c.name),
+            c.kind,
             _cell(c.metric),
+            _cell(_paper_cell(c)),
             _fmt(c.ours),
             _fmt(c.baseline),
             _fmt(c.margin) if c.baseline is not None else "",
             _fmt(c.threshold),
             "higher" if c.higher_is_better else "lower",
-            _cell(c.paper),
+            _spread_cell(c),
             "yes" if c.holds else "**no**",
         ]
         if slug is not None:
