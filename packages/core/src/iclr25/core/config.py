@@ -449,7 +449,9 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     in the dataclass's ``__post_init__``), and a ``ValueError``, ``FileNotFoundError``,
     ``FileExistsError`` (bad input data, an output that would be overwritten) or
     ``FloatingPointError`` (a diverged run) raised by the command itself, is printed as
-    ``prog SUB: error: ...`` with exit code 2, without a traceback; set ``ICLR25_DEBUG=1`` to get
+    ``prog SUB: error: ...`` with exit code 2, without a traceback; so is a ``ModuleNotFoundError``
+    (a module of an extra that is not installed), naming the extra from the package's own metadata
+    (``pip install "iclr25-tie[offline]"``, :mod:`iclr25.core.extras`); set ``ICLR25_DEBUG=1`` to get
     the traceback instead. ``KeyboardInterrupt`` (Ctrl-C, or a command's own clean stop) prints
     ``prog SUB: interrupted`` with the exception's message, exit code 130.
     """
@@ -484,6 +486,13 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
         return int(e.code or 0)
     try:
         code = cmd.run(cfg)
+    except ModuleNotFoundError as e:  # an optional dependency (an extra) that is not installed
+        if debug:
+            raise
+        from .extras import missing_module_message
+
+        print(f"{prog} {name}: error: {missing_module_message(prog, e)}", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
         if debug:
             raise

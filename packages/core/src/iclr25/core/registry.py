@@ -17,7 +17,7 @@ Command line::
     iclr25 report [--results DIR] [--out FILE] [--compare OLD NEW] [--rtol X]
 
 ``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
-(an unknown slug);
+(an unknown slug) or when a method needs an extra that is not installed (one line names it);
 a claim that does not hold is a result, not a failure, and does not change the exit code.
 """
 
@@ -195,6 +195,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
               "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
+    missing: list[str] = []  # methods whose extra is not installed
     bar = progress(wanted, desc="reproduce", unit="method")
     for slug in bar:
         bar.set_postfix_str(slug)
@@ -205,6 +206,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                 slug, fn, quick=args.quick, out_dir=out_root / slug, version=entry.version,
                 seeds=args.seeds, device=args.device, **_pass_through(slug, fn, passed),
             )
+        except ModuleNotFoundError as e:  # an extra this method needs is not installed: one line
+            from .extras import missing_module_message
+
+            missing.append(slug)
+            print(f"[{slug}] not run: {missing_module_message(entry.distribution, e)}", file=sys.stderr)
+            continue
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
             print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
@@ -216,9 +223,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if rows:
         print(terminal_table(rows))
     held = sum(c.holds for _, c in rows)
-    summary = f"{held}/{len(rows)} claims hold across {len(wanted) - len(crashed)} method(s)"
+    summary = f"{held}/{len(rows)} claims hold across {len(wanted) - len(crashed) - len(missing)} method(s)"
     if crashed:
         summary += f"; CRASHED: {', '.join(crashed)}"
+    if missing:
+        summary += f"; NOT RUN (extra not installed): {', '.join(missing)}"
     if getattr(args, "report", False):
         from .report import write_html_report
 
@@ -227,7 +236,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         except FileNotFoundError as e:
             print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{summary}; results in {out_root}/<slug>/results.json")
-    return 1 if crashed else 0
+    return 1 if crashed else 2 if missing else 0
 
 
 def _pass_through(slug: str, fn: Callable[..., object], passed: dict[str, object]) -> dict[str, object]:
