@@ -7,7 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_sensitivity_heatmap", "plot_chain_curves"]
+__all__ = ["plot_sensitivity_heatmap", "plot_chain_curves", "have_matplotlib"]
+
+
+def have_matplotlib() -> bool:
+    """Whether matplotlib (the ``[plot]`` extra: ``pip install "iclr25-pref-sensitivity[plot]"``) is importable."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _plt():

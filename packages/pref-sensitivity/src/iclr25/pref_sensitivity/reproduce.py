@@ -43,9 +43,9 @@ from scipy.special import logit
 
 from iclr25.core.results import Claim
 
+from . import plotting
 from .closed_form import bt_predict, bt_sensitivity, max_sensitivity, sensitive_region_area
 from .experiments import P23_GRID, bt_mle_experiment, summarise_by
-from .plotting import plot_chain_curves, plot_sensitivity_heatmap
 
 __all__ = ["reproduce", "SETTINGS"]
 
@@ -87,6 +87,14 @@ def _torch_ok() -> str | None:
     return None
 
 
+def _plot(name: str, path: Path, *args, **kwargs) -> None:
+    """A figure of the reproduction, or a warning with the install command when the [plot] extra is missing."""
+    if not plotting.have_matplotlib():
+        log.warning("matplotlib is not installed; skipping %s (pip install 'iclr25-pref-sensitivity[plot]')", path)
+        return
+    getattr(plotting, name)(path, *args, **kwargs)
+
+
 def _closed_forms(out: Path, details: dict) -> list[Claim]:
     p23 = np.array([0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 0.9])
     details["result3_table"] = {"p12": 0.99, "p23": p23.tolist(), "p13": bt_predict(0.99, p23).tolist()}
@@ -95,7 +103,7 @@ def _closed_forms(out: Path, details: dict) -> list[Claim]:
     details["max_sensitivity"] = {str(a): float(max_sensitivity(a)[0]) for a in (0.5, 0.2, 0.1, 0.01)}
     details["point_values"] = {f"{a},{b}": [float(bt_predict(a, b)), *map(float, bt_sensitivity(a, b))]
                                for a, b in ((0.01, 0.99), (0.001, 0.999), (0.01, 0.5), (0.99, 0.99), (0.5, 0.5))}
-    plot_sensitivity_heatmap(out / "sensitivity_heatmap.png", lam=2.0)
+    _plot("plot_sensitivity_heatmap", out / "sensitivity_heatmap.png", lam=2.0)
     why = _torch_ok()
     if why is None:
         from .autograd import check_closed_form
@@ -127,7 +135,7 @@ def _bt_mle(out: Path, cfg: dict, details: dict) -> list[Claim]:
             [s["p23"] for s in ss], [s["mean"] for s in ss], [s["sd"] for s in ss])
     grid = np.array(P23_GRID)
     curves["closed form g(0.99, p23)"] = (grid, bt_predict(0.99, grid), None)
-    plot_chain_curves(out / "bt_mle.png", curves, title="BT MLE on the chain dog-cat-bird (p12 = 0.99)")
+    _plot("plot_chain_curves", out / "bt_mle.png", curves, title="BT MLE on the chain dog-cat-bird (p12 = 0.99)")
     gap = max(max(abs(r["score_gap_12"] - float(logit(r["p12_hat"]))), abs(r["score_gap_23"] - float(logit(r["p23_hat"]))))
               for r in ok)
     # delta method at the largest N: sd(p13) ~ |grad g| . binomial sd of (p12_hat, p23_hat), Result 2 partials
@@ -233,7 +241,7 @@ def _dpo_tiny_lm(out: Path, cfg: dict, details: dict) -> list[Claim]:
     grid = np.geomspace(0.005, 0.99, 60)
     curves["BT g(0.99, p23)"] = (grid, bt_predict(0.99, grid), None)
     curves[f"BT g({NON_DOMINANT_P12}, p23)"] = (grid, bt_predict(NON_DOMINANT_P12, grid), None)
-    plot_chain_curves(out / "dpo_tiny_lm.png", curves, title="DPO implied held-out p13 (tiny GPT-2)")
+    _plot("plot_chain_curves", out / "dpo_tiny_lm.png", curves, title="DPO implied held-out p13 (tiny GPT-2)")
     bt_dom = (float(bt_predict(0.99, 0.05)) - float(bt_predict(0.99, 0.01))) / 0.04
     table = "; ".join(f"p23={r['p23']:g}: {r['p13_implied']:.3f} (BT {r['p13_bt']:.3f})" for r in dom if r["seed"] == 0)
     return [Claim(name, metric, ours, baseline=base, threshold=2 * SLOPE_BOUND, higher_is_better=True,

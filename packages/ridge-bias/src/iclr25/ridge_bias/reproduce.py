@@ -527,8 +527,12 @@ def reproduce(quick: bool, out_dir: Path, *, threads: int | None = 1) -> list[Cl
     OpenBLAS threads are orders of magnitude slower on shared machines); the CLI's ``--threads``
     passes it.
     """
+    import importlib.util
+
     from iclr25.core.threads import limited_threads
 
+    if importlib.util.find_spec("sklearn") is None:  # before minutes of theory work, not after
+        raise ModuleNotFoundError("claims (v) use scikit-learn's digits", name="sklearn")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = _settings(quick)

@@ -174,7 +174,9 @@ def _plot(out_dir: Path, pooled: dict, drift: dict) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # the [plot] extra is optional
+    except ImportError:  # the [plot] extra is optional: say so, with the command that adds it
+        log.warning("matplotlib is not installed; skipping %s (pip install 'iclr25-sw-fair-clustering[plot]')",
+                    out_dir / "ratios.png")
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, (title, runs, arms) in zip(axes, [("end-to-end fair-cost ratio", pooled, ("sw", "uniform")),
