@@ -499,3 +499,26 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
     assert len(png) > 20_000  # a rendered page, not a blank canvas
     if os.environ.get("ICLR25_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["ICLR25_KEEP_SCREENSHOT"])
+
+
+def test_overview_shows_the_papers_title(results):
+    p = results / "beta" / "results.json"
+    d = json.loads(p.read_text())
+    d["extra"] = {"paper_title": "A <Title> of the Paper"}
+    p.write_text(json.dumps(d))
+    dom = _Dom(_page(results))
+    ov = {e["attrs"]["data-slug"]: e["text"] for e in dom.find("tr") if "pkg-row" in e["attrs"].get("class", "")}
+    assert "A <Title> of the Paper" in ov["beta"]
+    assert "A <Title> of the Paper" in dom.find("section", id="pkg-beta")[0]["text"]
+    assert rp.paper_title("frs") is None or "Fuzzed Randomized Smoothing" in rp.paper_title("frs")
+    assert rp.paper_title("no-such-method") is None
+
+
+def test_run_info_names_cpu_gpu_and_the_packages_libraries():
+    from iclr25.core.runinfo import package_libraries, run_info
+
+    info = run_info()
+    assert info["cpu"].endswith(f"{info['cpu_count']} cores") and info["gpu"]
+    libs = package_libraries("iclr25-core")
+    assert libs["iclr25-core"] and "numpy" in libs and "tyro" in libs
+    assert package_libraries("no-such-distribution") == {}

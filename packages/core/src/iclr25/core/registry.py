@@ -141,8 +141,12 @@ def run_reproduction(
     if bad:
         raise TypeError(f"{slug}: reproduce() must return Claim objects, got {bad}")
     env = run_info(source=getattr(fn, "__module__", None))
+    from .report import paper_title
+
+    title = paper_title(slug)
     report = Report(method=slug, version=version, quick=quick, seconds=seconds, claims=claims,
-                    cpu_seconds=cpu, seeds=kw.get("seeds"), device=kw.get("device", "default"), env=env)
+                    cpu_seconds=cpu, seeds=kw.get("seeds"), device=kw.get("device", "default"), env=env,
+                    extra={"paper_title": title} if title else {})
     write_report(report, out)
     return report
 

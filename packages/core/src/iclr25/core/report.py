@@ -231,6 +231,29 @@ def paper_url(slug: str, distribution: str | None = None) -> str | None:
     return None
 
 
+def paper_title(slug: str) -> str | None:
+    """The title of the paper an installed method implements: ``TITLE`` of its ``_paper`` module (found
+    through the method's entry point, else ``iclr25.<slug_with_underscores>._paper``); ``None`` if absent."""
+    import importlib
+
+    modules = []
+    try:
+        for ep in metadata.entry_points(group="iclr25.methods"):
+            if ep.name == slug:
+                modules.append(ep.value.split(":")[0].rsplit(".", 1)[0])
+    except Exception:  # noqa: BLE001 - a broken entry point must not break the page
+        pass
+    modules.append("iclr25." + slug.replace("-", "_"))
+    for mod in modules:
+        try:
+            title = getattr(importlib.import_module(mod + "._paper"), "TITLE", None)
+        except Exception:  # noqa: BLE001 - not installed, or an older package without _paper
+            continue
+        if isinstance(title, str) and title.strip():
+            return title.strip()
+    return None
+
+
 def load_results(results_dir: str | Path) -> list[PackageResults]:
     """Read every ``<results_dir>/<slug>/results.json`` (or ``results_dir/results.json``).
 
@@ -701,7 +724,10 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
         cls.append("all-hold")
     if compare and any(ch.status != "same" for ch in (changes or {}).values()):
         cls.append("has-changes")
-    title = f'<a href="{_e(p.paper)}" rel="noopener noreferrer" target="_blank">paper</a>' if p.paper else ""
+    name = p.meta("paper_title") or paper_title(p.slug)
+    label = _e(name) if name else "paper"
+    title = (f'<a href="{_e(p.paper)}" rel="noopener noreferrer" target="_blank">{label}</a>' if p.paper
+             else (label if name else ""))
     out = [f'<section class="{" ".join(cls)}" id="{anchor}" data-slug="{_e(p.slug)}">',
            f'<h2>{_e(p.slug)} <span class="muted">{title}</span></h2>']
     if crashed:
@@ -795,8 +821,10 @@ def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 repro
           "<th>headline claims hold</th><th>mode</th><th>wall time</th><th>CPU time</th>"
           + ("<th>changes</th>" if changes is not None else "") + "</tr></thead><tbody>"]
     for p in results:
-        link = (f'<a href="{_e(p.paper)}" rel="noopener noreferrer" target="_blank">{_e(_short_url(p.paper))}</a>'
-                if p.paper else _DASH)
+        ptitle = p.meta("paper_title") or paper_title(p.slug)
+        text = _e(ptitle) if ptitle else (_e(_short_url(p.paper)) if p.paper else "")
+        link = (f'<a href="{_e(p.paper)}" rel="noopener noreferrer" target="_blank">{text}</a>' if p.paper
+                else (text or _DASH))
         name = f'<a href="#{anchors[p.slug]}">{_e(p.slug)}</a>' + (' <span class="no">crashed</span>'
                                                                    if p.slug in crashed else "")
         if p.report is None:

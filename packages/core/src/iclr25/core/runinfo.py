@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_info", "git_commit", "cpu_seconds", "write_run_files", "to_jsonable"]
+__all__ = ["run_info", "git_commit", "cpu_seconds", "cpu_model", "package_libraries", "write_run_files", "to_jsonable"]
 
 _LIBS = ("numpy", "scipy", "torch", "transformers", "peft", "accelerate", "scikit-learn", "flwr",
          "opacus", "torch-geometric", "tokenizers", "iclr25-core")
@@ -57,6 +57,47 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``); ``None`` if unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _distribution_of(module: str) -> str | None:
+    top = module.split(".")[0]
+    if top == "iclr25" and "." in module:  # iclr25.<m>.x -> iclr25-<m with - for _>
+        return "iclr25-" + module.split(".")[1].replace("_", "-")
+    return None
+
+
+def package_libraries(distribution: str) -> dict[str, str]:
+    """``{dist: version}`` of what ``distribution`` requires that is installed (base and extras), itself
+    and iclr25-core included: the libraries a package's run actually rests on."""
+    import re
+
+    out: dict[str, str] = {}
+    if _version(distribution) is None:
+        return out
+    for name in (distribution, "iclr25-core"):
+        if (v := _version(name)) is not None:
+            out[name] = v
+    try:
+        reqs = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        return out
+    for line in reqs:
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+        if m and (v := _version(m.group(1))) is not None:
+            out.setdefault(m.group(1).lower(), v)
+    return dict(sorted(out.items()))
+
+
 def run_info(source: str | None = None) -> dict[str, Any]:
     """The run environment as a JSON-ready dict.
 
@@ -65,8 +106,9 @@ def run_info(source: str | None = None) -> dict[str, Any]:
             the current folder.
 
     Returns:
-        ``{"python", "platform", "machine", "cpu_count",
-        "libraries": {dist: version}, "torch_threads", "cuda", "gpu", "git_commit"}``.
+        ``{"python", "platform", "machine", "cpu" (model, cores), "cpu_count", "gpu" (the CUDA device, or
+        "none"), "libraries": {dist: version}, "torch_threads", "cuda", "git_commit"}``. ``libraries`` lists
+        what the package of ``source`` (``iclr25.<m>...``) requires, when it is installed; else a fixed set.
     """
     path: str | Path | None = None
     if source:
@@ -74,12 +116,16 @@ def run_info(source: str | None = None) -> dict[str, Any]:
         path = getattr(mod, "__file__", None) if mod is not None else source
         if path is not None and not Path(path).exists():
             path = None
+    dist = _distribution_of(source) if source and not Path(source).exists() else None
+    libs = package_libraries(dist) if dist and _version(dist) is not None else {}
     info: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "machine": platform.machine(),
+        "cpu": f"{cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores",
         "cpu_count": os.cpu_count(),
-        "libraries": {d: v for d in _LIBS if (v := _version(d)) is not None},
+        "gpu": "none",
+        "libraries": libs or {d: v for d in _LIBS if (v := _version(d)) is not None},
         "git_commit": git_commit(path),
     }
     torch = sys.modules.get("torch")
@@ -91,7 +137,8 @@ def run_info(source: str | None = None) -> dict[str, Any]:
             cuda = False
         info["cuda"] = cuda
         if cuda:
-            info["gpu"] = torch.cuda.get_device_name(0)
+            n = torch.cuda.device_count()
+            info["gpu"] = torch.cuda.get_device_name(0) + (f" (x{n})" if n > 1 else "")
             info["cuda_version"] = getattr(torch.version, "cuda", None)
     return info
 
