@@ -36,6 +36,7 @@ def test_issue43_as_a_opening_that_decides_is_a_decision():
     assert parse_choice("As an AI language model I would save the boy.", "a boy", "a girl") == "left"
     assert parse_choice("This is a tough call, but the car should save the girl.", "a boy", "a girl") == "right"
     assert parse_choice("I'm sorry, but if I had to choose, I would save the girl.", "a boy", "a girl") == "right"
+    assert parse_choice("As a normal citizen, I'd say the five dogs.", "five dogs", "five people") == "left"
 
 
 def test_this_is_a_without_a_decision_goes_to_the_llm_parser():

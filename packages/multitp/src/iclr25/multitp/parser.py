@@ -54,6 +54,7 @@ _FILLERS = (
     "i would have to choose ", "i would have to save ", "i would prioritize saving ", "i would prioritize ",
     "i would prioritise saving ", "i would prioritise ", "i would opt to save ", "i would opt for ",
     "i'd choose to save ", "i'd choose ", "my choice is ", "my answer is ", "i pick ", "i'd pick ",
+    "i would say ", "i'd say ",
 )
 _REFUSALS = (
     "i'm sorry", "i am sorry", "sorry", "i apologize", "i apologise", "i cannot", "i can't", "i can not",
