@@ -78,7 +78,7 @@ def test_scripted_query_parse_evaluate(tmp_path, capsys, mtp_data):
     assert main([*q, "--resume"]) == 0
     assert "(0 new, 460 cached" in capsys.readouterr().out
     # a changed setting is refused, naming it
-    assert main(["query", "--backend", "scripted", "--langs", "de", "--translator", "identity", "--out", str(run),
+    assert main(["query", "--backend", "scripted", "--langs", "en", "--translator", "identity", "--out", str(run),
                  "--resume", "--quiet"]) == 2
     assert "changed translator" in capsys.readouterr().err
     assert main(["query", "--backend", "scripted", "--langs", "de", "--translator", "tag", "--out", str(run),

@@ -64,13 +64,14 @@ def test_cache_keys_and_resume_sends_nothing_cached(tmp_path):
 
 def test_resumed_labels_equal_uninterrupted(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    run_query(a, Flaky(_agent()), model="m", langs=["de"], vignettes=V, progress=False)
+    run_query(a, Flaky(_agent()), model="m", langs=["de"], vignettes=V, progress=False, translator="tag")
     run_parse(a, progress=False, vignettes={v.id: v for v in V})
     run_query(b, Flaky(_agent(), crash_after=17), model="m", langs=["de"], vignettes=V, retry=RetryPolicy(0),
-              progress=False)
+              progress=False, translator="tag")
     with open(b / CACHE_FILE, "a") as fh:
         fh.write('{"model": "m", "lang": "de", "id": "Spec')  # torn last line
-    r = run_query(b, Flaky(_agent()), model="m", langs=["de"], vignettes=V, progress=False, resume=True)
+    r = run_query(b, Flaky(_agent()), model="m", langs=["de"], vignettes=V, progress=False, resume=True,
+                  translator="tag")
     assert r.extra["dropped_torn_tail"] and r.complete
     run_parse(b, progress=False, vignettes={v.id: v for v in V})
     la = {(x["lang"], x["id"]): x["label"] for x in load_choices(a)}
@@ -88,21 +89,21 @@ def test_malformed_middle_line_is_an_error(tmp_path):
 
 
 def test_existing_run_needs_resume_and_changed_settings_are_refused(tmp_path):
-    run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False)
+    run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False, translator="tag")
     with pytest.raises(FileExistsError, match="--resume"):
-        run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False)
+        run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False, translator="tag")
     for kw, name in (({"model": "other"}, "model"), ({"role": "expert"}, "role"),
-                     ({"translator": "tag"}, "translator")):
-        args = {"model": "m", **kw}
+                     ({"translator": "identity"}, "translator")):
+        args = {"model": "m", "translator": "tag", **kw}
         with pytest.raises(ValueError, match=f"changed {name}"):
             run_query(tmp_path, Flaky(_agent()), langs=["en"], vignettes=V[:4], progress=False, resume=True, **args)
     from iclr25.core.lm.generation import GenerationConfig
 
     with pytest.raises(ValueError, match="changed decoding"):
-        run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False, resume=True,
+        run_query(tmp_path, Flaky(_agent()), model="m", langs=["en"], vignettes=V[:4], progress=False, translator="tag", resume=True,
                   config=GenerationConfig(max_new_tokens=1024, temperature=0.7))
     # a new language is fine
-    r = run_query(tmp_path, Flaky(_agent()), model="m", langs=["en", "de"], vignettes=V[:4], progress=False,
+    r = run_query(tmp_path, Flaky(_agent()), model="m", langs=["en", "de"], vignettes=V[:4], progress=False, translator="tag",
                   resume=True)
     assert r.n_new == 4 and r.n_cached == 4
     conf = json.loads((tmp_path / "config.json").read_text())

@@ -276,7 +276,7 @@ class _FakeJudge:
         out = []
         for i, p in enumerate(prompts):
             a = p.split("[Answer A]\n")[1].split("\n\n[Answer B]")[0]
-            b = p.split("[Answer B]\n")[1].split("\n\nReply")[0]
+            b = p.split("[Answer B]\n")[1].split("\n\nYou may explain")[0]
             out.append("???" if i == 0 else "A" if "good" in a and "good" not in b else
                        "B" if "good" in b and "good" not in a else "tie")
         return out
@@ -284,9 +284,10 @@ class _FakeJudge:
 
 def test_judged_win_rate_swaps_positions():
     r = judged_win_rate(_FakeJudge(), ["p1", "p2", "p3"], ["good", "good", "bad"], ["bad", "bad", "good"])
-    # prompt 1: unparsed (tie) + win -> 0.75; prompt 2: win, win -> 1; prompt 3: loss, loss -> 0
-    assert r["win_rate"] == pytest.approx(100 * (0.75 + 1 + 0) / 3)
-    assert r["unparsed"] == 1 and r["wins"] == 1 and r["losses"] == 1 and r["ties"] == 1
+    # prompt 1: unparsed (no vote) + win -> 1; prompt 2: win, win -> 1; prompt 3: loss, loss -> 0
+    assert r["win_rate"] == pytest.approx(100 * (1 + 1 + 0) / 3)
+    assert r["unparsed"] == 1 and r["wins"] == 2 and r["losses"] == 1 and r["ties"] == 0
+    assert r["verdicts"][0] == [None, "a"] and r["n_unjudged"] == 0
 
 
 # baselines --------------------------------------------------------------------------------------

@@ -231,6 +231,13 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
         run = cfg.run or Path("runs/multitp/query")
         recs = load_choices(run)
         source = [str(run)]
+        conf_p = run / "config.json"
+        q = json.loads(conf_p.read_text(encoding="utf-8")).get("query", {}) if conf_p.is_file() else {}
+        if q.get("translator") == "identity" and any(lg != "en" for lg in q.get("langs", [])):
+            log.warning("%s was queried with the identity translator: every language got the English vignettes "
+                        "and system prompt, so language differences are not measured", run)
+            print(f"{PROG} evaluate: warning: {run} was queried with the identity translator (English text for "
+                  "every language); language sensitivity and clusters say nothing about languages", file=sys.stderr)
     if not recs:
         raise ValueError(f"no parsed answers in {source}; run `parse` first")
     W = load_weights(cfg.weights) if cfg.weights is not None else approximate_weights(population=cfg.population)
@@ -239,12 +246,26 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     paths = write_evaluation(res, out, plot=cfg.plot)
     lines = []
     for m, r in res["models"].items():
-        mis = r["misalignment"]["country/renormalised"]["score"]
-        lines.append(f"{m}: {len(r['languages'])} languages, misalignment {mis:.3f} (country, renormalised), "
+        mr = r["misalignment"]["country/renormalised"]
+        mis = mr["score"]
+        if mis is None or mis != mis:
+            why = next(iter(mr["excluded"].values()), "no unit has a human value") if mr["excluded"] else \
+                "no unit has a human value"
+            mis_s = (f"misalignment undefined ({len(mr['excluded'])} countries excluded, e.g. {why}; "
+                     f"{r['n_other']} answers `other`)")
+        else:
+            mis_s = f"misalignment {mis:.3f} (country, renormalised)"
+        for w in r.get("warnings", []):
+            print(f"{PROG} evaluate: warning: {m}: {w}", file=sys.stderr)
+        lines.append(f"{m}: {len(r['languages'])} languages, {mis_s}, "
                      f"sensitivity {r['language_sensitivity'] if r['language_sensitivity'] is None else round(r['language_sensitivity'], 2)}, "
-                     f"refusal {r['refusal_rate_mean']:.1f} %, n_other {r['n_other']}")
+                     f"refusal {_pct(r['refusal_rate_mean'])}, n_other {r['n_other']}")
     print("evaluate: " + "; ".join(lines) + f"; {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def _pct(x: float | None) -> str:
+    return "undefined (no answer decided or refused)" if x is None or x != x else f"{x:.1f} %"
 
 
 def cmd_human(cfg: HumanConfig) -> int:

@@ -110,10 +110,18 @@ class QueryConfig(ModelLoadOptions, _Common):
         check_paraphrase(self.paraphrase)
         if self.translator == "csv" and self.translations_dir is None:
             raise ValueError("--translator csv needs --translations-dir (a folder of dataset_{lang}+google.csv)")
-        self.batch_size = self.batch_size or _BATCH[self.backend]
-        self.concurrency = self.concurrency or _CONC[self.backend]
+        if self.translator == "identity":
+            other = [lg for lg in check_langs(self.langs, field="--langs") if lg != "en"]
+            if other:
+                raise ValueError(
+                    f"--langs {','.join(other[:3])}{',...' if len(other) > 3 else ''} with --translator identity would "
+                    "send the English vignettes and the English system prompt to every language (language "
+                    "sensitivity 0); pass the official translations (--translator csv --translations-dir DIR of "
+                    "dataset_{lang}+google.csv), --translator nllb, or --translator tag for a dry run")
+        self.batch_size = _BATCH[self.backend] if self.batch_size is None else self.batch_size
+        self.concurrency = _CONC[self.backend] if self.concurrency is None else self.concurrency
         if self.batch_size < 1 or self.concurrency < 1:
-            raise ValueError("--batch-size and --concurrency must be >= 1")
+            raise ValueError(f"--batch-size and --concurrency must be >= 1, got {self.batch_size} and {self.concurrency}")
         if self.max_tokens < 1:
             raise ValueError("--max-tokens must be >= 1")
         if self.limit is not None and not 1 <= self.limit <= 460:

@@ -56,6 +56,19 @@ def evaluate_choices(records: Sequence[Mapping[str, Any]], *, weights: LanguageW
             clusters: Any = cluster_languages(prefs, k=k, seed=seed)
         except ValueError as e:
             clusters = f"not computed: {e}"
+        warns = []
+        if len(aggs) > 1 and sens is not None and sens == 0.0:
+            warns.append(f"all {len(aggs)} languages have identical preferences (language sensitivity 0.00 pp): "
+                         "were the vignettes translated? A query with the identity translator sends English to "
+                         "every language")
+        n_all = sum(a.n_vignettes for a in aggs.values())
+        n_oth = sum(a.n_other for a in aggs.values())
+        if n_all and n_oth == n_all:
+            warns.append(f"all {n_all} answers are `other` (no rule parsed them and no LLM parser labelled them): "
+                         "nothing is decided, so preferences and misalignment are undefined; parse with "
+                         "--llm-parser-model, or check that the answers are in English (back-translated)")
+        for w_ in warns:
+            log.warning("%s: %s", model, w_)
         ref = [a.refusal_rate for a in aggs.values() if a.refusal_rate is not None]
         con = [a.consistency_by_swapping for a in aggs.values() if a.consistency_by_swapping is not None]
         out["models"][model] = {
@@ -69,6 +82,7 @@ def evaluate_choices(records: Sequence[Mapping[str, Any]], *, weights: LanguageW
             "consistency_by_swapping_mean": float(np.mean(con)) if con else None,
             "n_other": sum(a.n_other for a in aggs.values()),
             "human_by_language": {lang: hl.get(lang) for lang in aggs},
+            "warnings": warns,
         }
     return out
 
@@ -95,6 +109,7 @@ def markdown_report(res: Mapping[str, Any]) -> str:
                          f"(bias-corrected {_f(m['score_bias_corrected'], 4)}; {len(m['excluded'])} excluded)")
         lines.append(f"- language sensitivity: {_f(r['language_sensitivity'], 2)} pp")
         lines.append(f"- clusters: {r['clusters']}")
+        lines += [f"- **warning**: {w}" for w in r.get("warnings", [])]
         lines.append("")
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ from .spec import SYSTEM_PROMPTS, check_langs
 from .translation import IdentityTranslator, as_translator, back_translate, translate, translate_system_prompt
 from .vignettes import Vignette, generate_vignettes
 
-__all__ = ["RunCache", "RetryPolicy", "StageResult", "run_query", "run_parse", "load_choices", "check_config",
+__all__ = ["RunCache", "RetryPolicy", "client_error", "StageResult", "run_query", "run_parse", "load_choices", "check_config",
            "CACHE_FILE", "CONFIG_FILE"]
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,17 @@ class RunCache:
             return len(new)
 
 
+def client_error(e: BaseException) -> int | None:
+    """The HTTP status of ``e`` when it is a client error that a retry cannot fix (4xx but 408, 409, 429), else
+    ``None``. Reads ``status_code`` (``openai.APIStatusError``) or ``response.status_code``."""
+    code = getattr(e, "status_code", None)
+    if code is None:
+        code = getattr(getattr(e, "response", None), "status_code", None)
+    if isinstance(code, int) and 400 <= code < 500 and code not in (408, 409, 429):
+        return code
+    return None
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries with exponential backoff and jitter for one batch.
@@ -111,11 +122,13 @@ class RetryPolicy:
             raise ValueError("max_retries and the backoff times must be >= 0")
 
     def call(self, fn: Callable[[], T]) -> T:
+        """``fn()``, retried on failure; a client error (HTTP 4xx other than 408/409/429, e.g. 404 "model not
+        found", 401) is raised at once, since the same request fails the same way again."""
         for attempt in range(self.max_retries + 1):
             try:
                 return fn()
             except Exception as e:  # noqa: BLE001 - retried, then re-raised
-                if attempt == self.max_retries:
+                if attempt == self.max_retries or client_error(e) is not None:
                     raise
                 w = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
                 log.warning("attempt %d failed (%s: %s); retrying in %.2f s", attempt + 1, type(e).__name__,
@@ -177,7 +190,13 @@ def _run_batches(chunks: list[list[T]], work: Callable[[list[T]], list[dict[str,
                 except Exception as e:  # noqa: BLE001 - counted; the run goes on
                     msg = f"{type(e).__name__}: {str(e)[:300]}"
                     failed += [(*ident(x), msg) for x in ch]
-                    log.error("%s: batch of %d failed after retries: %s", desc, len(ch), msg)
+                    code = client_error(e)
+                    if code is not None and not stopped:
+                        stopped = True  # every other request would get the same answer
+                        log.error("%s: HTTP %d (%s); not retried, not sending the rest (fix the model name, key "
+                                  "or URL, then rerun with --resume)", desc, code, msg)
+                    else:
+                        log.error("%s: batch of %d failed after retries: %s", desc, len(ch), msg)
                 bar.update(len(ch))
                 if max_failures is not None and len(failed) >= max_failures and not stopped:
                     stopped = True
@@ -187,7 +206,8 @@ def _run_batches(chunks: list[list[T]], work: Callable[[list[T]], list[dict[str,
                     running[pool.submit(retry.call, lambda ch=nxt: work(ch))] = nxt
         if stopped:
             for ch in it:
-                failed += [(*ident(x), "not sent: too many failures") for x in ch]
+                failed += [(*ident(x), "not sent: an earlier batch failed with a client error or too many "
+                            "failed") for x in ch]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
@@ -288,6 +308,11 @@ def run_query(out_dir: str | Path, backend: Any, *, model: str, langs: Sequence[
     if role not in SYSTEM_PROMPTS:
         raise ValueError(f"role={role!r}; choose one of {list(SYSTEM_PROMPTS)}")
     fwd = as_translator(translator or IdentityTranslator())
+    if isinstance(fwd, IdentityTranslator) and any(lg != "en" for lg in langs):
+        raise ValueError(f"langs {[lg for lg in langs if lg != 'en'][:3]} with the identity translator would send the "
+                         "English vignettes and system prompt to every language; pass translator='csv' (the "
+                         "official dataset_{lang}+google.csv files: make_translator('csv', csv_folder=DIR)), "
+                         "'nllb', your own callable (text, lang) -> text, or 'tag' for a dry run")
     if back_translator is None:
         back_translator = IdentityTranslator() if getattr(fwd, "name", "") == "csv" else fwd
     bwd = as_translator(back_translator)

@@ -39,16 +39,19 @@ class StubChatServer:
         fail_first: the first ``n`` requests get HTTP 503.
         stall_after: after this many answered requests, further requests hang (until :meth:`stop`).
         max_lifetime_s: the server stops by itself after this many seconds.
+        known_models: when given, a request for another model gets HTTP 404 "model not found" (as vLLM answers).
 
     Use as a context manager; ``base_url`` is ``http://127.0.0.1:<port>/v1``. ``answered`` lists the
     (system, user) message pairs answered with 200, ``auth_headers`` the ``Authorization`` values received.
     """
 
     def __init__(self, reply: Callable[[dict[str, Any]], str] | None = None, *, latency_s: float = 0.0,
-                 fail_first: int = 0, stall_after: int | None = None, max_lifetime_s: float = 300.0) -> None:
+                 fail_first: int = 0, stall_after: int | None = None, max_lifetime_s: float = 300.0,
+                 known_models: Sequence[str] | None = None) -> None:
         self.reply = reply or (lambda req: "echo: " + str(req.get("messages", [{}])[-1].get("content", ""))[:40])
         self.latency_s, self.fail_first, self.stall_after = latency_s, fail_first, stall_after
         self.max_lifetime_s = max_lifetime_s
+        self.known_models = None if known_models is None else set(known_models)
         self.n_requests = 0
         self.answered: list[tuple[str, str]] = []
         self.auth_headers: list[str] = []
@@ -94,6 +97,10 @@ class StubChatServer:
                     stall = stub.stall_after is not None and len(stub.answered) >= stub.stall_after
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                if stub.known_models is not None and req.get("model") not in stub.known_models:
+                    self._send(404, {"error": {"message": f"The model `{req.get('model')}` does not exist.",
+                                               "type": "NotFoundError", "code": 404}})
                     return
                 if stall:
                     stub._release.wait()

@@ -331,6 +331,9 @@ def make_translator(kind: str, *, csv_folder: str | Path | None = None, nllb_mod
     raise ValueError(f"unknown translator {kind!r}; choose identity, nllb, csv or tag")
 
 
+_WARNED_IDENTITY: set[str] = set()
+
+
 def translate(vignettes: Sequence[Any], lang: str, translator: Any = None, *, cache_dir: str | Path | None = None) -> list[Any]:
     """Translate English vignettes into ``lang`` (MultiTP §3.1; the paper: Google Translate).
 
@@ -348,6 +351,10 @@ def translate(vignettes: Sequence[Any], lang: str, translator: Any = None, *, ca
     """
     check_lang(lang)
     tr = as_translator(translator or IdentityTranslator())
+    if isinstance(tr, IdentityTranslator) and lang != "en" and lang not in _WARNED_IDENTITY:
+        _WARNED_IDENTITY.add(lang)
+        log.warning("translate(..., %r) with the identity translator keeps the English text: a stand-in, not a "
+                    "translation (pass translator='csv'/'nllb' or a callable for real %s vignettes)", lang, lang)
     if cache_dir is not None and not isinstance(tr, (IdentityTranslator, CachedTranslator)):
         tr = CachedTranslator(tr, cache_dir)
     texts = [v.prompt_en for v in vignettes]

@@ -56,6 +56,8 @@ _LAZY = {
     "win_rate": "metrics",
     "ProgrammaticJudge": "metrics",
     "judged_win_rate": "metrics",
+    "parse_verdict": "metrics",
+    "parse_verdict_detailed": "metrics",
     "auroc": "metrics",
     "generate_responses": "metrics",
     "PlainRuntime": "runtime",

@@ -235,15 +235,19 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
         model.eval()
     if cfg.responses is not None:
         responses = _read_responses(cfg.responses, len(recs), "--responses")
-    elif cfg.generator == "openai":
-        from iclr25.core.lm.generation import OpenAICompletionGenerator
+    elif cfg.generator in ("openai", "openai-chat"):
+        from iclr25.core.lm.generation import OpenAIChatGenerator, OpenAICompletionGenerator
 
         name = cfg.generator_model or cfg.model
         if not name:
-            raise ValueError("--generator openai needs --generator-model (or --model) naming the served model")
-        gen = OpenAICompletionGenerator(name, base_url=cfg.generator_base_url)
-        responses = generate_responses(None, None, prompts, template=cfg.prompt_template,
-                                       max_new_tokens=cfg.max_new_tokens, generator=gen)
+            raise ValueError(f"--generator {cfg.generator} needs --generator-model (or --model) naming the served model")
+        chat = cfg.generator == "openai-chat"
+        gen = (OpenAIChatGenerator if chat else OpenAICompletionGenerator)(name, base_url=cfg.generator_base_url)
+        try:
+            responses = generate_responses(None, None, prompts, template=cfg.prompt_template,
+                                           max_new_tokens=cfg.max_new_tokens, generator=gen)
+        except Exception as e:  # noqa: BLE001 - an HTTP client error becomes one line; anything else propagates
+            raise _server_error(e, cfg.generator, name, gen.base_url) from None
     else:
         if model is None:
             raise ValueError("generating answers needs --model")
@@ -277,8 +281,13 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
 
             from .metrics import judged_win_rate
 
-            jr = judged_win_rate(OpenAIChatGenerator(cfg.judge_model, base_url=cfg.judge_base_url), prompts, responses,
-                                 base)
+            jgen = OpenAIChatGenerator(cfg.judge_model, base_url=cfg.judge_base_url)
+            try:
+                jr = judged_win_rate(jgen, prompts, responses, base)
+            except ValueError:
+                raise
+            except Exception as e:  # noqa: BLE001 - an HTTP client error becomes one line
+                raise _server_error(e, "judge", cfg.judge_model, jgen.base_url) from None
             res["win_rate"] = jr["win_rate"]
             res["judge"] = {k: v for k, v in jr.items() if k != "verdicts"} | {"model": cfg.judge_model}
         else:
@@ -294,6 +303,23 @@ def cmd_evaluate(cfg: EvaluateConfig) -> int:
     parts = [f"{k} {v:.3f}" for k, v in res.items() if isinstance(v, float)]
     print(f"evaluate: {len(recs)} prompts; " + ", ".join(parts) + f" -> {out / 'results.json'}")
     return 0
+
+
+def _server_error(e: BaseException, what: str, model: str, base_url: str | None) -> BaseException:
+    """A one-line ValueError for an HTTP client error of the generation or judge server; ``e`` itself otherwise."""
+    code = getattr(e, "status_code", None)
+    if not isinstance(code, int) or not 400 <= code < 500:
+        return e
+    msg = str(getattr(e, "message", "") or e).splitlines()[0][:160]
+    where = base_url or "$OPENAI_BASE_URL / api.openai.com"
+    if what == "openai" and code in (404, 405):
+        return ValueError(f"--generator openai: {where} answered HTTP {code} on /v1/completions for model {model!r} "
+                          f"({msg}); a chat-only server needs --generator openai-chat (/v1/chat/completions), or "
+                          "check --generator-model")
+    endpoint = "/v1/completions" if what == "openai" else "/v1/chat/completions"
+    flag = "--judge-model" if what == "judge" else "--generator-model"
+    return ValueError(f"{'--judge openai' if what == 'judge' else '--generator ' + what}: {where} answered HTTP {code} "
+                      f"on {endpoint} for model {model!r} ({msg}); check {flag}, the URL and the API key")
 
 
 def cmd_demo(cfg: DemoConfig) -> int:

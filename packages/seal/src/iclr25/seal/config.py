@@ -340,8 +340,10 @@ class EvaluateConfig(ModelLoadOptions, CommonOptions, SeedOption):
     """the judge's model name on the server (with --judge openai)"""
     judge_base_url: str | None = None
     """the judge server's /v1 URL (default $OPENAI_BASE_URL)"""
-    generator: Literal["transformers", "openai"] = "transformers"
-    """transformers: batched local generation; openai: an OpenAI-compatible completions server (vLLM)"""
+    generator: Literal["transformers", "openai", "openai-chat"] = "transformers"
+    """transformers: batched local generation; openai: an OpenAI-compatible completions server (/v1/completions,
+    vLLM; the prompt template is sent as raw text); openai-chat: a chat-only server (/v1/chat/completions; the
+    templated prompt is sent as one user turn)"""
     generator_base_url: str | None = None
     """the generation server's /v1 URL (with --generator openai)"""
     generator_model: str | None = None
@@ -361,7 +363,8 @@ class EvaluateConfig(ModelLoadOptions, CommonOptions, SeedOption):
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens)
         _check_int("batch_size", self.batch_size)
-        if self.model is None and self.responses is None and not (self.generator == "openai" and self.generator_model):
+        if self.model is None and self.responses is None and not (self.generator != "transformers"
+                                                                     and self.generator_model):
             raise ValueError("give --model (to generate answers), --generator openai --generator-model NAME (a "
                              "server generates them) or --responses (answers already generated)")
         if self.judge == "openai" and not self.judge_model:
