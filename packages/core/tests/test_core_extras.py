@@ -36,3 +36,25 @@ def test_run_cli_exits_2_with_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert err[0].startswith("iclr25-core serve: error: this needs the [http] extra")
+
+
+def _noop(cfg):
+    return 0
+
+
+def test_device_refused_where_a_command_cannot_use_it(capsys):
+    from iclr25.core.config import CommonOptions
+
+    @dataclass(kw_only=True)
+    class Cfg(CommonOptions):
+        n: int = 1
+
+    cmds = {"np": Command(Cfg, _noop, "numpy only", uses_device=False), "any": Command(Cfg, _noop, "torch")}
+    # iclr25-core does not require torch in its base install, but its [lm] extra does: 'any' may take cuda
+    assert run_cli("iclr25-core", "t", cmds, ["np", "--device", "cpu"]) == 0
+    assert run_cli("iclr25-core", "t", cmds, ["np", "--device", "cuda"]) == 2
+    assert "computes on the CPU only" in capsys.readouterr().err
+    from iclr25.core.config import _can_use_torch
+
+    assert _can_use_torch("iclr25-core") and _can_use_torch("not-installed-xyz")
+    assert not _can_use_torch("pyyaml")  # an installed distribution without torch

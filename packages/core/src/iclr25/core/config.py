@@ -383,12 +383,16 @@ class Command:
         help: one line shown in ``prog --help``.
         deprecated: old flag -> new flag (e.g. ``{"--output-dir": "--out"}``); an old flag still
             works and logs a deprecation warning naming the new one.
+        uses_device: ``False`` for a command that computes on the CPU only (numpy/scipy): a
+            ``--device`` other than auto/cpu is then refused instead of being ignored. (A package that
+            does not require torch at all refuses it for every command.)
     """
 
     config: type
     run: Callable[[Any], int | None]
     help: str = ""
     deprecated: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    uses_device: bool = True
 
 
 def _rewrite_deprecated(prog: str, args: list[str], deprecated: Mapping[str, str]) -> list[str]:
@@ -407,11 +411,30 @@ def _rewrite_deprecated(prog: str, args: list[str], deprecated: Mapping[str, str
     return out
 
 
-def _apply_common(prog: str, name: str, cfg: Any) -> Any:
+def _can_use_torch(prog: str) -> bool:
+    """Whether the installed distribution ``prog`` requires torch (base or an extra, or ``iclr25-core[lm]``),
+    so that a ``--device`` other than cpu can mean something; ``True`` when ``prog`` is not an installed
+    distribution (nothing to check against)."""
+    from importlib import metadata
+
+    try:
+        reqs = metadata.requires(prog) or []
+    except metadata.PackageNotFoundError:
+        return True
+    return any(re.match(r"\s*(torch\b|iclr25-core\[[^\]]*\blm\b)", r) for r in reqs)
+
+
+def _apply_common(prog: str, name: str, cfg: Any, *, uses_device: bool = True) -> Any:
     """Fill ``out``, validate ``device``, apply ``threads`` and the log level (see CommonOptions)."""
     if not isinstance(cfg, CommonOptions):
         return cfg
     validate_device(cfg.device)
+    if cfg.device not in ("auto", "cpu") and not uses_device:
+        raise ConfigError(f"device={cfg.device!r}: {prog} {name} computes on the CPU only (numpy); "
+                          "drop --device or pass --device cpu")
+    if cfg.device not in ("auto", "cpu") and not _can_use_torch(prog):
+        raise ConfigError(f"device={cfg.device!r}: {prog} runs on the CPU only (it does not use torch, so it "
+                          "cannot use a GPU); drop --device or pass --device cpu")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads={cfg.threads} must be >= 1 (or omitted for the library default)")
     seed = getattr(cfg, "seed", None)
@@ -476,7 +499,7 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     try:
         rest = _rewrite_deprecated(f"{prog} {name}", rest, cmd.deprecated)
         cfg = parse_config(cmd.config, rest, prog=f"{prog} {name}", description=cmd.help)
-        cfg = _apply_common(prog, name, cfg)
+        cfg = _apply_common(prog, name, cfg, uses_device=cmd.uses_device)
     except (ConfigError, ValueError) as e:
         if debug:
             raise

@@ -156,11 +156,11 @@ def _realdata(cfg: RealDataConfig) -> int:
 
 
 COMMANDS: dict[str, Command] = {
-    "analyze": Command(AnalyzeConfig, _analyze, "sensitive triples/K-tuples of a preference file: report + heat map"),
-    "table": Command(TableConfig, _table, "closed-form p_ij and its partials for given p_ik, p_kj"),
-    "area": Command(AreaConfig, _area, "measure A(lambda) of the sensitive region"),
-    "heatmap": Command(HeatmapConfig, _heatmap, "heat map PNG of dp_ij/dp_ik over (0,1)^2"),
-    "demo": Command(DemoConfig, _demo, "the dog/cat/bird example in seconds"),
+    "analyze": Command(AnalyzeConfig, _analyze, "sensitive triples/K-tuples of a preference file: report + heat map", uses_device=False),
+    "table": Command(TableConfig, _table, "closed-form p_ij and its partials for given p_ik, p_kj", uses_device=False),
+    "area": Command(AreaConfig, _area, "measure A(lambda) of the sensitive region", uses_device=False),
+    "heatmap": Command(HeatmapConfig, _heatmap, "heat map PNG of dp_ij/dp_ik over (0,1)^2", uses_device=False),
+    "demo": Command(DemoConfig, _demo, "the dog/cat/bird example in seconds", uses_device=False),
     "dpo": Command(DPOConfig, _dpo, "DPO sweep (tabular / tiny GPT-2 / Hugging Face model), resumable"),
     "realdata": Command(RealDataConfig, _realdata, "optional: sensitive-triple fraction of a BT reward on HH-RLHF"),
     "reproduce": reproduce_command("pref-sensitivity", "iclr25.pref_sensitivity.reproduce:reproduce", __version__,
