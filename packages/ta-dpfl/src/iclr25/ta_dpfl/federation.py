@@ -34,6 +34,7 @@ from .client import (
     ClientUnavailable,
     NodeConfig,
     PublicConfig,
+    UntrustedRound,
     booked_epsilon,
     client_report,
     client_train,
@@ -419,9 +420,9 @@ def run_inprocess(spec: FederationSpec) -> dict:
         for lab, node in zip(labels, nodes):
             try:
                 sd, met, cstate[lab] = client_train(node, pub, cstate[lab], global_sd)
-            except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
+            except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError, UntrustedRound) as e:
                 missing[lab] = f"{type(e).__name__}: {e}"
-                b = booked_epsilon(node, pub, cstate[lab])
+                b = booked_epsilon(node, cstate[lab])
                 if b is not None:
                     booked[lab] = b
                 continue

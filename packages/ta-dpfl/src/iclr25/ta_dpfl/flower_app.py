@@ -32,6 +32,7 @@ from .client import (
     ClientUnavailable,
     NodeConfig,
     PublicConfig,
+    UntrustedRound,
     booked_epsilon,
     client_report,
     client_train,
@@ -55,8 +56,7 @@ def _state_key(run_key: str) -> str:
 def _load_state(context: Context, node: NodeConfig, run_key: str) -> ClientState:
     key = _state_key(run_key)
     if key in context.state:
-        rec = context.state[key]
-        return ClientState([int(r) for r in rec["rounds"]], [float(q) for q in rec["rates"]])
+        return ClientState.from_json(str(context.state[key]["json"]), f"context.state[{key!r}]")
     return ClientState.load(node, run_key) or ClientState()
 
 
@@ -95,9 +95,9 @@ def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> Cl
         state = _load_state(context, node, public.run_key)
         try:
             sd, met, new = client_train(node, public, state, msg.content["arrays"].to_torch_state_dict())
-        except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
-            return _refusal(msg, e, booked_epsilon(node, public, state))
-        context.state[_state_key(public.run_key)] = ConfigRecord({"rounds": new.rounds, "rates": new.rates})
+        except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError, UntrustedRound) as e:
+            return _refusal(msg, e, booked_epsilon(node, state))
+        context.state[_state_key(public.run_key)] = ConfigRecord({"json": new.to_json()})
         return Message(content=RecordDict({"arrays": ArrayRecord(sd), "metrics": MetricRecord(met)}), reply_to=msg)
 
     return app
