@@ -10,7 +10,14 @@ import pytest
 import torch
 from opacus.accountants import RDPAccountant
 
-from iclr25.ta_dpfl.client import ClientState, NodeConfig, PublicConfig, UntrustedRound, booked_epsilon, client_train
+from iclr25.ta_dpfl.client import (
+    ClientState,
+    NodeConfig,
+    PublicConfig,
+    UntrustedRound,
+    booked_epsilon,
+    client_train,
+)
 from iclr25.ta_dpfl.dp_sgd import build_model
 
 BUDGET = 2.0
