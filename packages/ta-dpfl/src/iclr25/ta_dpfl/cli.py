@@ -11,7 +11,14 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import FederationSpec, ScheduleConfig, TaReproduceOptions, TrainConfig, group_budgets
+from .config import (
+    FederationSpec,
+    ScheduleConfig,
+    TaReproduceOptions,
+    TrainConfig,
+    check_groups,
+    group_budgets,
+)
 
 __all__ = ["main", "schedule_table", "specs_from_train_config"]
 
@@ -25,13 +32,19 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
         BudgetInfeasibleError: a budget cannot be met (message names the smallest feasible σ /
             largest feasible rounds).
     """
-    from .schedule import ClientBudget, plan_federation
+    import warnings
 
+    from .schedule import BudgetInfeasibleError, ClientBudget, check_min_batch, plan_federation
+
+    check_groups(cfg.epsilons, cfg.rhos)
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)
     budgets = [ClientBudget(e, cfg.delta, cfg.client_size) for e in eps]
-    scheds = plan_federation(budgets, cfg.method, cfg.sigma, cfg.rounds, cfg.local_steps, cfg.transition, rhos,
-                             min_expected_batch=0.0)
+    with warnings.catch_warnings(record=True) as caught:  # under-spending clients: printed below
+        warnings.simplefilter("always")
+        scheds = plan_federation(budgets, cfg.method, cfg.sigma, cfg.rounds, cfg.local_steps, cfg.transition, rhos,
+                                 min_expected_batch=0.0)
+    notes = sorted({str(w.message) for w in caught})
     lines = [f"method={cfg.method}  sigma={cfg.sigma}  T={cfg.rounds}  K={cfg.local_steps}  delta={cfg.delta:g}",
              "",
              "client  eps_n  rho   tau  q_saving   q_spending  q_uniform  batch(sav/spe)  eps_spent(T)"]
@@ -42,6 +55,20 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
         m = cfg.client_size or 0
         lines.append(f"{n:>6}  {eps[n]:>5g}  {s.rho:<4g}  {s.transition:>3}  {s.rates[0]:<9.6f}  {s.rates[-1]:<10.6f}  "
                      f"{s.q_uniform:<9.6f}  {s.rates[0] * m:>6.1f}/{s.rates[-1] * m:<6.1f}  {er[-1]:.6f}")
+    guard = []
+    if cfg.client_size and cfg.min_expected_batch > 0:
+        for n, s in enumerate(scheds):
+            try:
+                check_min_batch(s, cfg.client_size, cfg.min_expected_batch)
+            except BudgetInfeasibleError as e:
+                guard.append(f"  client {n} (eps={eps[n]:g}, rho={s.rho:g}): smallest q*m = "
+                             f"{float(s.rates.min()) * cfg.client_size:.1f} < {cfg.min_expected_batch:g}: `train` "
+                             f"excludes it ({e})")
+    if guard:
+        lines += ["", f"guard q*m_n >= {cfg.min_expected_batch:g} (m_n={cfg.client_size}) changes this plan: "
+                  f"{len(guard)} of {len(scheds)} client(s) fail it and would not take part:", *guard]
+    if notes:
+        lines += ["", "note: " + "\nnote: ".join(notes)]
     if cfg.per_round:
         lines += ["", "epsilon spent after each round (one column per client)", "round  " + "  ".join(
             f"c{n:<5}" for n in range(len(scheds)))]
@@ -63,6 +90,7 @@ def _schedule(cfg: ScheduleConfig) -> int:
 
 def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
     """One :class:`FederationSpec` per seed (quick preset: 10 rounds)."""
+    check_groups(cfg.epsilons, cfg.rhos)
     rounds = 10 if cfg.quick else cfg.rounds
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)

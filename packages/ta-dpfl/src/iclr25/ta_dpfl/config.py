@@ -16,9 +16,22 @@ from typing import Literal
 
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedsOption
 
-__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets"]
+__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets", "check_groups"]
 
 Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
+
+
+def check_groups(epsilons, rhos) -> None:
+    """One saving factor per privacy group.
+
+    Raises:
+        ValueError: ``--rhos`` and ``--epsilons`` have different lengths (they used to be broadcast
+            silently, so ``--rhos 0.5`` gave every group 0.5).
+    """
+    if len(rhos) != len(epsilons):
+        raise ValueError(f"--rhos has {len(rhos)} value(s) {list(rhos)} for {len(epsilons)} --epsilons group(s) "
+                         f"{list(epsilons)}: give one saving factor per group (e.g. --rhos "
+                         f"{' '.join(['0.5'] * len(epsilons))})")
 
 
 def group_budgets(epsilons: tuple[float, ...] | list[float], num_clients: int) -> list[float]:
@@ -148,6 +161,8 @@ class ScheduleConfig(CommonOptions):
     """Also print the per-round ε table."""
     json_out: Path | None = None
     """Deprecated (use --out; the schedules go to OUT/schedule.json)."""
+    min_expected_batch: float = 20.0
+    """The guard ``q·m_n >= this`` that ``train`` applies (spec: 20): clients below it are named (0: off)."""
 
     def __post_init__(self) -> None:
         if self.json_out is not None:

@@ -330,6 +330,13 @@ class ServerState:
             warnings.append("clients missed rounds (no update, no ε booked for a skipped round): " + "; ".join(
                 f"{lab}: {len(self.missed[lab])} round(s) {sorted(self.missed[lab])}" for lab in sorted(self.missed))
                 + " (see 'missed_rounds' and 'miss_reasons')")
+        under = {lab: (float(self.schedules[lab].epsilon_per_round()[-1]), float(self.reports[lab]["epsilon"]))
+                 for lab in labels if lab in self.schedules and lab in self.reports}
+        under = {lab: pb for lab, pb in under.items() if pb[0] < pb[1] * (1 - 1e-6)}
+        if under:
+            warnings.append("clients under-spend their budget (their rate is capped at q=1, which is safe): " + "; ".join(
+                f"{lab}: plans eps {p:.4f} of {b:g}" for lab, (p, b) in under.items())
+                + " (lower sigma, add rounds or save less to spend it)")
         if insecure:
             warnings.append(f"clients {insecure} used insecure-seed noise: anyone who knows the seed can replay their "
                             "noise (simulations and tests only)")
