@@ -76,8 +76,12 @@ class NodeConfig:
         partition_id, num_partitions: its data partition (``partition-id``, ``num-partitions``).
         epsilon, delta: its budget ``(ε_n, δ)`` (``epsilon``, ``delta``).
         saving_factor: ``ρ_n ∈ (0, 1]`` (``saving-factor``; 1 = no saving).
-        dataset, csv_path, split_seed, val_fraction: which data the partition is cut from
-            (``dataset``, ``csv-path``, ``split-seed``, ``val-fraction``).
+        dataset, csv_path, label_column, split_seed, val_fraction: which data the partition is cut from
+            (``dataset``: ``adult`` | ``digits`` | ``csv`` — your own CSV at ``csv-path`` with its label in
+            ``label-column``; ``split-seed``, ``val-fraction``).
+        model_factory: your own model, ``"package.module:function"`` called as ``function(num_features,
+            num_classes)`` (``model-factory``; empty: the package's MLP). The node's own setting: a client
+            never imports a path the server names.
         insecure_seed: opt-in deterministic noise (``insecure-seed``); ``None`` = OS CSPRNG.
         device: where it trains (``device``).
         state_dir: a folder where the node keeps its accountant between restarts (``state-dir``).
@@ -91,6 +95,8 @@ class NodeConfig:
     saving_factor: float = 1.0
     dataset: str = "adult"
     csv_path: str | None = None
+    label_column: str = "label"
+    model_factory: str | None = None
     split_seed: int = 0
     val_fraction: float = 0.1
     insecure_seed: int | None = None
@@ -118,7 +124,7 @@ class NodeConfig:
                 key, or a value out of range (naming the key).
         """
         keys = {"partition-id", "num-partitions", "epsilon", "delta", "saving-factor", "dataset", "csv-path",
-                "split-seed", "val-fraction", "insecure-seed", "device", "state-dir", "skip-rounds"}
+                "label-column", "model-factory", "split-seed", "val-fraction", "insecure-seed", "device", "state-dir", "skip-rounds"}
         unknown = sorted(set(cfg) - keys)
         if unknown:
             raise ValueError(f"node config: unknown key(s) {unknown}; valid keys: {sorted(keys)}")
@@ -133,7 +139,8 @@ class NodeConfig:
             partition_id=int(cfg["partition-id"]), num_partitions=int(cfg["num-partitions"]),
             epsilon=float(cfg["epsilon"]), delta=float(cfg.get("delta", 1e-5)),
             saving_factor=float(cfg.get("saving-factor", 1.0)), dataset=str(cfg.get("dataset", "adult")),
-            csv_path=str(cfg.get("csv-path", "")) or None, split_seed=int(cfg.get("split-seed", 0)),
+            csv_path=str(cfg.get("csv-path", "")) or None, label_column=str(cfg.get("label-column", "label")),
+            model_factory=str(cfg.get("model-factory", "")) or None, split_seed=int(cfg.get("split-seed", 0)),
             val_fraction=float(cfg.get("val-fraction", 0.1)),
             insecure_seed=None if seed in (None, "", -1) else int(seed), device=str(cfg.get("device", "cpu")),
             state_dir=str(cfg.get("state-dir", "")) or None, skip_rounds=skip_t)
@@ -145,6 +152,10 @@ class NodeConfig:
                "split-seed": self.split_seed, "val-fraction": self.val_fraction, "device": self.device}
         if self.csv_path:
             out["csv-path"] = self.csv_path
+        if self.label_column != "label":
+            out["label-column"] = self.label_column
+        if self.model_factory:
+            out["model-factory"] = self.model_factory
         if self.insecure_seed is not None:
             out["insecure-seed"] = int(self.insecure_seed)
         if self.state_dir:
@@ -329,7 +340,8 @@ def client_schedule(node: NodeConfig, public: PublicConfig, num_examples: int) -
 def _partition(node: NodeConfig):
     from .data import load_federated
 
-    data = load_federated(node.dataset, node.num_partitions, node.split_seed, node.csv_path, node.val_fraction)
+    data = load_federated(node.dataset, node.num_partitions, node.split_seed, node.csv_path, node.val_fraction,
+                          node.label_column)
     x, y = data.clients[node.partition_id]
     return x, y, data.num_features, data.num_classes
 
@@ -436,7 +448,7 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
     device = torch.device(node.device)
     torch.set_num_threads(1)
     x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
-    model = build_model(public.dataset, d, c, public.hidden).to(device)
+    model = build_model(public.dataset, d, c, public.hidden, node.model_factory).to(device)
     model.load_state_dict(state_dict)
     acc = RDPAccountant()
     acc.history = list(hist)

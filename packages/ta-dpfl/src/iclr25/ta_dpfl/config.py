@@ -16,7 +16,7 @@ from typing import Literal
 
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedsOption
 
-__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets", "check_groups"]
+__all__ = ["FederationSpec", "FlwrAppConfig", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets", "check_groups"]
 
 Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
 
@@ -61,6 +61,9 @@ class FederationSpec:
         skip_rounds: ``{client: rounds}`` the client does not take part in (fault injection).
         val_fraction: share of the training part held out as the server's validation split.
         out_dir: where checkpoints, ``metrics.jsonl``, ``result.json`` and the nodes' state go.
+        csv_path, label_column: your own tabular CSV (``dataset="csv"``) and its label column.
+        model_factory: your own model, ``"module:function"`` -> ``function(num_features, num_classes)``
+            (server and simulated nodes; a deployed node sets its own in its node config).
     """
 
     method: str
@@ -76,6 +79,8 @@ class FederationSpec:
     hidden: int = 64
     dataset: str = "adult"
     csv_path: str | None = None
+    label_column: str = "label"
+    model_factory: str | None = None
     split_seed: int = 0
     val_fraction: float = 0.1
     seed: int = 0
@@ -96,9 +101,11 @@ class FederationSpec:
             raise ValueError(f"method={self.method!r}; choose from {METHODS}")
         if len(self.epsilons) != len(self.rhos):
             raise ValueError(f"{len(self.epsilons)} epsilons but {len(self.rhos)} rhos")
-        if self.csv_path and self.dataset != "adult":
-            raise ValueError(f"csv_path={self.csv_path!r} is read only for dataset 'adult', not {self.dataset!r} "
-                             "(drop --csv-path, or use --dataset adult)")
+        if self.csv_path and self.dataset not in ("adult", "csv"):
+            raise ValueError(f"csv_path={self.csv_path!r} is read only for datasets 'adult' and 'csv', not "
+                             f"{self.dataset!r} (drop --csv-path, or use --dataset csv)")
+        if self.dataset == "csv" and not self.csv_path:
+            raise ValueError("dataset 'csv' needs csv_path (--csv-path) naming your CSV file")
         for name in ("delta", "sigma", "max_grad_norm", "lr", "val_fraction", "min_expected_batch"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -171,6 +178,12 @@ class ScheduleConfig(CommonOptions):
 
 
 @dataclass(kw_only=True)
+class FlwrAppConfig(CommonOptions):
+    """Write a Flower app folder (its ``pyproject.toml``) that runs the installed package: ``flwr run OUT ...``.
+    Flower names the app after the folder: letters, digits and hyphens (``--out ta-dpfl-app``)."""
+
+
+@dataclass(kw_only=True)
 class TrainConfig(CommonOptions, SeedsOption):
     """Train one method: Flower's simulation engine (Ray) or the in-process driver, Opacus DP-SGD clients."""
 
@@ -178,10 +191,14 @@ class TrainConfig(CommonOptions, SeedsOption):
     """dpfedavg | idp | ta | ta-reverse | ta-uniform | ta-spend-first."""
     engine: Literal["flower", "inprocess"] = "flower"
     """flower (Flower simulation engine, Ray backend) or inprocess (same client/server logic, no Ray)."""
-    dataset: Literal["adult", "digits"] = "adult"
-    """adult (mirrored UCI Adult, ICLR25_DATA) or digits (scikit-learn)."""
+    dataset: Literal["adult", "digits", "csv"] = "adult"
+    """adult (mirrored UCI Adult, ICLR25_DATA), digits (scikit-learn) or csv (your own CSV, --csv-path)."""
     csv_path: Path | None = None
-    """An Adult-format CSV instead of the mirror."""
+    """With --dataset csv: your tabular CSV (header line, label in --label-column); with adult: an Adult-format CSV."""
+    label_column: str = "label"
+    """The label column of --dataset csv."""
+    model_factory: str | None = None
+    """Your own model: 'package.module:function', called as function(num_features, num_classes) (default: the MLP)."""
     epsilons: tuple[float, ...] = (1.0, 2.0, 4.0)
     """Privacy groups' budgets ε (the simulated nodes' own budgets)."""
     num_clients: int = 12

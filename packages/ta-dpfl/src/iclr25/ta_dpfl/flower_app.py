@@ -224,6 +224,8 @@ def spec_from_run_config(rc: dict) -> FederationSpec:
         rounds=int(rc.get("num-server-rounds", 30)), local_steps=int(rc.get("local-steps", 4)),
         transition=None if transition < 0 else transition, lr=float(rc.get("lr", 2.0)),
         hidden=int(rc.get("hidden", 64)), dataset=str(rc.get("dataset", "adult")),
+        csv_path=str(rc.get("csv-path", "")) or None, label_column=str(rc.get("label-column", "label")),
+        model_factory=str(rc.get("model-factory", "")) or None,
         split_seed=int(rc.get("split-seed", 0)), val_fraction=float(rc.get("val-fraction", 0.1)),
         seed=int(rc.get("seed", 0)), min_expected_batch=float(rc.get("min-expected-batch", 20.0)),
         grad_sample_mode=str(rc.get("grad-sample-mode", "ghost")),
