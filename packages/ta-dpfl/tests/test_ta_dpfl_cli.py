@@ -74,7 +74,8 @@ def test_schedule_prints_rates_and_per_round_epsilon(tmp_path):
 
 
 def test_train_infeasible_budget_fails_before_training(tmp_path):
-    r = run("train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "0.3", "--sigma", "0.8",
+    r = run("train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "0.3", "--rhos", "1.0",
+            "--sigma", "0.8",
             "--min-expected-batch", "50", "--out", str(tmp_path))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "Smallest feasible sigma" in r.stderr and "largest feasible rounds" in r.stderr

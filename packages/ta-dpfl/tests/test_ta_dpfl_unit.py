@@ -182,10 +182,10 @@ def test_assign_saving_factors_refuses_non_finite_budgets():
 def test_csv_path_with_a_built_in_dataset_is_refused(tmp_path):
     from iclr25.ta_dpfl.data import load_federated
 
-    with pytest.raises(ValueError, match="only for dataset 'adult'"):
+    with pytest.raises(ValueError, match="only for datasets 'adult' and 'csv'"):
         load_federated("digits", 3, 0, str(tmp_path / "adult.csv"), 0.1)
     from iclr25.ta_dpfl.config import FederationSpec
 
-    with pytest.raises(ValueError, match="only for dataset 'adult'"):  # refused before any training starts
+    with pytest.raises(ValueError, match="only for datasets 'adult' and 'csv'"):  # refused before any training starts
         FederationSpec(method="ta", epsilons=[1.0, 2.0], rhos=[0.5, 1.0], dataset="digits",
                        csv_path=str(tmp_path / "adult.csv"))
