@@ -74,7 +74,8 @@ def test_schedule_prints_rates_and_per_round_epsilon(tmp_path):
 
 
 def test_train_infeasible_budget_fails_before_training(tmp_path):
-    r = run("train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "0.3", "--sigma", "0.8",
+    r = run("train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "0.3", "--rhos", "1.0",
+            "--sigma", "0.8",
             "--min-expected-batch", "50", "--out", str(tmp_path))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "Smallest feasible sigma" in r.stderr and "largest feasible rounds" in r.stderr
@@ -104,3 +105,29 @@ def test_train_checkpoints_and_resume(tmp_path):
     assert len(res["accuracy_per_round"]) == 3
     assert res["accuracy_per_round"][:2] == full["accuracy_per_round"][:2]
     assert res["epsilon_spent"] == pytest.approx(full["epsilon_spent"], rel=1e-9)
+
+
+@pytest.mark.parametrize("cmd", ["schedule", "train"])
+def test_rhos_not_one_per_group_is_an_error(cmd, tmp_path, capsys):
+    """--rhos with fewer values than --epsilons groups was broadcast silently; now exit 2, one line."""
+    from iclr25.ta_dpfl.cli import main
+
+    rc = main([cmd, "--epsilons", "1", "2", "4", "--rhos", "0.5", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--rhos has 1 value(s) [0.5] for 3 --epsilons group(s)" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_schedule_says_when_the_guard_changes_the_plan():
+    """At sigma=1.5 the Adult eps=1, rho=0.25 clients get q*m ~ 13.8 < 20: the table names them (and
+    their q*m agrees with the rates printed); at sigma=2.2 nobody is named."""
+    from iclr25.ta_dpfl.cli import schedule_table
+    from iclr25.ta_dpfl.config import ScheduleConfig
+
+    text, data = schedule_table(ScheduleConfig(sigma=1.5, per_round=False))
+    assert "guard q*m_n >= 20 (m_n=2170) changes this plan: 4 of 12 client(s) fail it" in text
+    q_min = min(data[0]["rates"]) * 2170
+    assert f"client 0 (eps=1, rho=0.25): smallest q*m = {q_min:.1f} < 20" in text and q_min < 20
+    assert "client 4 " not in text.split("changes this plan")[1]
+    text, _ = schedule_table(ScheduleConfig(sigma=2.2, per_round=False))
+    assert "guard" not in text

@@ -1,5 +1,7 @@
 """The Flower ClientApp / ServerApp message logic without starting Ray, and the run-config parser."""
 
+import json
+
 import pytest
 
 flwr = pytest.importorskip("flwr")
@@ -46,7 +48,8 @@ def test_client_app_reads_its_budget_from_node_config_and_refuses_to_overspend(t
         assert met["noise-secure"] == 1
         eps.append(met["epsilon-spent"])
         arrays = reply.content["arrays"]
-    assert list(ctx.state["acct:run"]["rates"]) == pytest.approx(list(sched.rates))
+    booked = json.loads(ctx.state["acct:run"]["json"])
+    assert booked["rates"] == pytest.approx(list(sched.rates)) and booked["sigmas"] == [spec.sigma] * 3
     assert eps == sorted(eps) and 0.99 * 2.0 < eps[-1] <= 2.0
     # round 3 again (e.g. a replayed message): the client's own accountant refuses to overspend
     cfg = ConfigRecord(state.public_config(3).to_record())

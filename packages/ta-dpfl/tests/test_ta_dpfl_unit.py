@@ -13,6 +13,7 @@ from iclr25.ta_dpfl import (
     group_budgets,
     make_schedule,
     plan_federation,
+    spend_rate,
 )
 from iclr25.ta_dpfl.data import TabularDataError, load_tabular_csv, one_hot, split_iid, stratified_split
 from iclr25.ta_dpfl.dp_sgd import MLP, get_weights, local_dp_sgd, set_weights
@@ -50,9 +51,16 @@ def test_infeasible_budget_names_sigma_and_rounds():
 
 
 @pytest.mark.filterwarnings("ignore:eps=50 is loose")
-def test_unspendable_saving_is_an_error():
-    with pytest.raises(BudgetInfeasibleError, match="cannot be spent"):
-        make_schedule(50.0, 1e-5, 0.8, 4, 1, transition=3, rho=0.01)
+def test_unspendable_saving_caps_q_at_one_and_underspends_like_a_uniform_client():
+    """Saved budget that even q=1 cannot spend: the client takes part at q=1 and under-spends (safe),
+    warned — as a uniform client whose q_uni reaches 1 (no longer an exclusion)."""
+    with pytest.warns(UserWarning, match=r"capped at 1 and the client under-spends \(eps [\d.]+ of 50;"):
+        s = make_schedule(50.0, 1e-5, 0.8, 4, 1, transition=3, rho=0.01)
+    assert s.rates[-1] == 1.0 and s.rates[0] == pytest.approx(0.01 * s.q_uniform)
+    spent = epsilon_spent(s.history(), 1e-5)
+    assert spent < 50.0 and spent == pytest.approx(float(s.epsilon_per_round()[-1]))
+    with pytest.raises(BudgetInfeasibleError, match="cannot be spent"):  # the public solver still says so
+        spend_rate(50.0, 1e-5, 0.8, 0.01 * s.q_uniform, 3, 1)
 
 
 def test_delta_too_large_warns():
@@ -174,10 +182,10 @@ def test_assign_saving_factors_refuses_non_finite_budgets():
 def test_csv_path_with_a_built_in_dataset_is_refused(tmp_path):
     from iclr25.ta_dpfl.data import load_federated
 
-    with pytest.raises(ValueError, match="only for dataset 'adult'"):
+    with pytest.raises(ValueError, match="only for datasets 'adult' and 'csv'"):
         load_federated("digits", 3, 0, str(tmp_path / "adult.csv"), 0.1)
     from iclr25.ta_dpfl.config import FederationSpec
 
-    with pytest.raises(ValueError, match="only for dataset 'adult'"):  # refused before any training starts
+    with pytest.raises(ValueError, match="only for datasets 'adult' and 'csv'"):  # refused before any training starts
         FederationSpec(method="ta", epsilons=[1.0, 2.0], rhos=[0.5, 1.0], dataset="digits",
                        csv_path=str(tmp_path / "adult.csv"))

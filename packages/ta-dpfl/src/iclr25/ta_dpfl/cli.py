@@ -11,9 +11,17 @@ from pathlib import Path
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import FederationSpec, ScheduleConfig, TaReproduceOptions, TrainConfig, group_budgets
+from .config import (
+    FederationSpec,
+    FlwrAppConfig,
+    ScheduleConfig,
+    TaReproduceOptions,
+    TrainConfig,
+    check_groups,
+    group_budgets,
+)
 
-__all__ = ["main", "schedule_table", "specs_from_train_config"]
+__all__ = ["main", "schedule_table", "specs_from_train_config", "write_flwr_app", "FLWR_APP_CONFIG"]
 
 log = logging.getLogger("iclr25.ta_dpfl")
 
@@ -25,13 +33,19 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
         BudgetInfeasibleError: a budget cannot be met (message names the smallest feasible σ /
             largest feasible rounds).
     """
-    from .schedule import ClientBudget, plan_federation
+    import warnings
 
+    from .schedule import BudgetInfeasibleError, ClientBudget, check_min_batch, plan_federation
+
+    check_groups(cfg.epsilons, cfg.rhos)
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)
     budgets = [ClientBudget(e, cfg.delta, cfg.client_size) for e in eps]
-    scheds = plan_federation(budgets, cfg.method, cfg.sigma, cfg.rounds, cfg.local_steps, cfg.transition, rhos,
-                             min_expected_batch=0.0)
+    with warnings.catch_warnings(record=True) as caught:  # under-spending clients: printed below
+        warnings.simplefilter("always")
+        scheds = plan_federation(budgets, cfg.method, cfg.sigma, cfg.rounds, cfg.local_steps, cfg.transition, rhos,
+                                 min_expected_batch=0.0)
+    notes = sorted({str(w.message) for w in caught})
     lines = [f"method={cfg.method}  sigma={cfg.sigma}  T={cfg.rounds}  K={cfg.local_steps}  delta={cfg.delta:g}",
              "",
              "client  eps_n  rho   tau  q_saving   q_spending  q_uniform  batch(sav/spe)  eps_spent(T)"]
@@ -42,6 +56,20 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
         m = cfg.client_size or 0
         lines.append(f"{n:>6}  {eps[n]:>5g}  {s.rho:<4g}  {s.transition:>3}  {s.rates[0]:<9.6f}  {s.rates[-1]:<10.6f}  "
                      f"{s.q_uniform:<9.6f}  {s.rates[0] * m:>6.1f}/{s.rates[-1] * m:<6.1f}  {er[-1]:.6f}")
+    guard = []
+    if cfg.client_size and cfg.min_expected_batch > 0:
+        for n, s in enumerate(scheds):
+            try:
+                check_min_batch(s, cfg.client_size, cfg.min_expected_batch)
+            except BudgetInfeasibleError as e:
+                guard.append(f"  client {n} (eps={eps[n]:g}, rho={s.rho:g}): smallest q*m = "
+                             f"{float(s.rates.min()) * cfg.client_size:.1f} < {cfg.min_expected_batch:g}: `train` "
+                             f"excludes it ({e})")
+    if guard:
+        lines += ["", f"guard q*m_n >= {cfg.min_expected_batch:g} (m_n={cfg.client_size}) changes this plan: "
+                  f"{len(guard)} of {len(scheds)} client(s) fail it and would not take part:", *guard]
+    if notes:
+        lines += ["", "note: " + "\nnote: ".join(notes)]
     if cfg.per_round:
         lines += ["", "epsilon spent after each round (one column per client)", "round  " + "  ".join(
             f"c{n:<5}" for n in range(len(scheds)))]
@@ -63,6 +91,7 @@ def _schedule(cfg: ScheduleConfig) -> int:
 
 def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
     """One :class:`FederationSpec` per seed (quick preset: 10 rounds)."""
+    check_groups(cfg.epsilons, cfg.rhos)
     rounds = 10 if cfg.quick else cfg.rounds
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)
@@ -71,6 +100,7 @@ def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
             method=cfg.method, epsilons=eps, rhos=rhos, delta=cfg.delta, sigma=cfg.sigma,
             max_grad_norm=cfg.max_grad_norm, rounds=rounds, local_steps=cfg.local_steps, transition=cfg.transition,
             lr=cfg.lr, hidden=cfg.hidden, dataset=cfg.dataset, csv_path=str(cfg.csv_path) if cfg.csv_path else None,
+            label_column=cfg.label_column, model_factory=cfg.model_factory,
             split_seed=cfg.split_seed, seed=s, min_expected_batch=cfg.min_expected_batch,
             val_fraction=cfg.val_fraction, insecure_seed=cfg.insecure_seed,
             grad_sample_mode=cfg.grad_sample_mode, out_dir=str(Path(cfg.out) / f"{cfg.method}-seed{s}"),
@@ -109,6 +139,75 @@ def _train(cfg: TrainConfig) -> int:
     return 0
 
 
+#: ``[tool.flwr.app.config]`` of the app folder :func:`write_flwr_app` writes (the same keys and values as
+#: this package's own ``pyproject.toml``; tested). Public hyperparameters only.
+FLWR_APP_CONFIG = {
+    "method": "ta", "num-clients": 3, "sigma": 1.5, "max-grad-norm": 1.0, "num-server-rounds": 30, "local-steps": 4,
+    "transition": -1, "lr": 2.0, "hidden": 64, "dataset": "adult", "csv-path": "",
+    "label-column": "label", "model-factory": "", "split-seed": 0, "val-fraction": 0.1, "seed": 0,
+    "min-expected-batch": 20.0, "grad-sample-mode": "ghost", "out-dir": "runs/ta-dpfl/flwr", "run-key": "run",
+    "resume": False, "round-timeout": 600.0,
+}
+
+
+def _toml(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+
+def write_flwr_app(folder: Path) -> Path:
+    """Write a Flower app folder for ``flwr run FOLDER ...`` that runs the *installed* package (no
+    checkout needed): a ``pyproject.toml`` whose components are this package's ``server_app`` /
+    ``client_app`` and whose ``[tool.flwr.app.config]`` is :data:`FLWR_APP_CONFIG`.
+
+    Raises:
+        ValueError: the folder name is not a valid Flower app name (letters, digits, hyphens; starts
+            with a letter).
+    """
+    import re
+
+    folder = Path(folder)
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", folder.name):
+        raise ValueError(f"--out {folder}: Flower takes the app's name from the folder name, which must start with a "
+                         "letter and hold only letters, digits and hyphens (e.g. --out ta-dpfl-app)")
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = "\n".join(f"{k} = {_toml(v)}" for k, v in FLWR_APP_CONFIG.items())
+    (folder / "pyproject.toml").write_text(f"""# written by `iclr25-ta-dpfl flwr-app` {__version__}: runs the installed package
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{folder.name.lower()}"
+version = "{__version__}"
+description = "Flower app running iclr25-ta-dpfl (time-adaptive DP federated learning)"
+license = "MIT"
+dependencies = ["iclr25-ta-dpfl=={__version__}"]
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "iclr25"
+
+[tool.flwr.app.components]
+serverapp = "iclr25.ta_dpfl.flower_app:server_app"
+clientapp = "iclr25.ta_dpfl.flower_app:client_app"
+
+[tool.flwr.app.config]
+# public hyperparameters only; override with flwr run ... --run-config 'key=value ...'.
+# Your own data: dataset="csv" csv-path="/path/data.csv" label-column="label" (server's validation/test
+# split); your own model: model-factory="package.module:function" (importable where the server runs).
+{conf}
+""")
+    return folder / "pyproject.toml"
+
+
+def _flwr_app(cfg: FlwrAppConfig) -> int:
+    path = write_flwr_app(Path(cfg.out))
+    print(f"Flower app written to {path}; run it with: flwr run {Path(cfg.out)} <federation> --run-config '...'")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-ta-dpfl``."""
     return run_cli(
@@ -117,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "per-client saving/spending sampling-rate schedules, Opacus DP-SGD clients, Flower federation.",
         {
             "schedule": Command(ScheduleConfig, _schedule, "print each client's rates and the eps it spends per round"),
+            "flwr-app": Command(FlwrAppConfig, _flwr_app, "write a Flower app folder that runs the installed package "
+                                "(flwr run FOLDER, no checkout needed)"),
             "train": Command(TrainConfig, _train, "train one method (Flower simulation or in-process)",
                              deprecated={"--output-dir": "--out"}),
             "reproduce": reproduce_command("ta-dpfl", "iclr25.ta_dpfl.reproduce:reproduce", __version__,

@@ -40,6 +40,8 @@ __all__ = [
     "client_train",
     "booked_epsilon",
     "EPS_TOL",
+    "PINNED_KEYS",
+    "UntrustedRound",
 ]
 
 log = logging.getLogger("iclr25.ta_dpfl")
@@ -74,8 +76,12 @@ class NodeConfig:
         partition_id, num_partitions: its data partition (``partition-id``, ``num-partitions``).
         epsilon, delta: its budget ``(ε_n, δ)`` (``epsilon``, ``delta``).
         saving_factor: ``ρ_n ∈ (0, 1]`` (``saving-factor``; 1 = no saving).
-        dataset, csv_path, split_seed, val_fraction: which data the partition is cut from
-            (``dataset``, ``csv-path``, ``split-seed``, ``val-fraction``).
+        dataset, csv_path, label_column, split_seed, val_fraction: which data the partition is cut from
+            (``dataset``: ``adult`` | ``digits`` | ``csv`` — your own CSV at ``csv-path`` with its label in
+            ``label-column``; ``split-seed``, ``val-fraction``).
+        model_factory: your own model, ``"package.module:function"`` called as ``function(num_features,
+            num_classes)`` (``model-factory``; empty: the package's MLP). The node's own setting: a client
+            never imports a path the server names.
         insecure_seed: opt-in deterministic noise (``insecure-seed``); ``None`` = OS CSPRNG.
         device: where it trains (``device``).
         state_dir: a folder where the node keeps its accountant between restarts (``state-dir``).
@@ -89,6 +95,8 @@ class NodeConfig:
     saving_factor: float = 1.0
     dataset: str = "adult"
     csv_path: str | None = None
+    label_column: str = "label"
+    model_factory: str | None = None
     split_seed: int = 0
     val_fraction: float = 0.1
     insecure_seed: int | None = None
@@ -116,7 +124,7 @@ class NodeConfig:
                 key, or a value out of range (naming the key).
         """
         keys = {"partition-id", "num-partitions", "epsilon", "delta", "saving-factor", "dataset", "csv-path",
-                "split-seed", "val-fraction", "insecure-seed", "device", "state-dir", "skip-rounds"}
+                "label-column", "model-factory", "split-seed", "val-fraction", "insecure-seed", "device", "state-dir", "skip-rounds"}
         unknown = sorted(set(cfg) - keys)
         if unknown:
             raise ValueError(f"node config: unknown key(s) {unknown}; valid keys: {sorted(keys)}")
@@ -131,7 +139,8 @@ class NodeConfig:
             partition_id=int(cfg["partition-id"]), num_partitions=int(cfg["num-partitions"]),
             epsilon=float(cfg["epsilon"]), delta=float(cfg.get("delta", 1e-5)),
             saving_factor=float(cfg.get("saving-factor", 1.0)), dataset=str(cfg.get("dataset", "adult")),
-            csv_path=str(cfg.get("csv-path", "")) or None, split_seed=int(cfg.get("split-seed", 0)),
+            csv_path=str(cfg.get("csv-path", "")) or None, label_column=str(cfg.get("label-column", "label")),
+            model_factory=str(cfg.get("model-factory", "")) or None, split_seed=int(cfg.get("split-seed", 0)),
             val_fraction=float(cfg.get("val-fraction", 0.1)),
             insecure_seed=None if seed in (None, "", -1) else int(seed), device=str(cfg.get("device", "cpu")),
             state_dir=str(cfg.get("state-dir", "")) or None, skip_rounds=skip_t)
@@ -143,6 +152,10 @@ class NodeConfig:
                "split-seed": self.split_seed, "val-fraction": self.val_fraction, "device": self.device}
         if self.csv_path:
             out["csv-path"] = self.csv_path
+        if self.label_column != "label":
+            out["label-column"] = self.label_column
+        if self.model_factory:
+            out["model-factory"] = self.model_factory
         if self.insecure_seed is not None:
             out["insecure-seed"] = int(self.insecure_seed)
         if self.state_dir:
@@ -221,24 +234,72 @@ class PublicConfig:
         return cls(**kw)
 
 
+#: the public values a client's schedule depends on; fixed at its first trained round of a run and
+#: never taken from the server again (a change would re-price rounds already released)
+PINNED_KEYS = ("method", "order", "sigma", "rounds", "local_steps", "transition", "epsilon_cap")
+
+
+class UntrustedRound(RuntimeError):
+    """The server's message for a round contradicts what the client has booked (other ``σ``, ``K``,
+    ``T``, ... than its schedule, a round index it has already run or outside ``1..T``); it refuses."""
+
+
 @dataclass
 class ClientState:
-    """A client's accountant for one run: the rounds it trained in and the rate it booked in each
-    (``K`` steps at ``(σ, q)`` per round). Kept in Flower's ``context.state``, and in
+    """A client's accountant for one run, kept by the client, never re-priced from a server message.
+
+    Every trained round is booked as released — ``(round, σ, q, K)`` — like Opacus' accountant
+    history, and ``pinned`` holds the public values its schedule was solved from (set at its first
+    round, :data:`PINNED_KEYS`). Kept in Flower's ``context.state``, and in
     ``state-dir/<run-key>.json`` when the node has one."""
 
     rounds: list[int] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
+    sigmas: list[float] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    pinned: dict | None = None
 
-    def history(self, sigma: float, local_steps: int) -> list[tuple[float, float, int]]:
-        return [(sigma, float(q), local_steps) for q in self.rates]
+    def __post_init__(self) -> None:
+        n = len(self.rounds)
+        if not (len(self.rates) == len(self.sigmas) == len(self.steps) == n):
+            raise ValueError(f"client state: {n} rounds but {len(self.rates)} rates, {len(self.sigmas)} sigmas and "
+                             f"{len(self.steps)} step counts booked (each round books (sigma, q, K))")
+
+    def history(self) -> list[tuple[float, float, int]]:
+        """Opacus-style history ``[(σ, q, K), ...]`` of the rounds as released."""
+        return [(float(s), float(q), int(k)) for s, q, k in zip(self.sigmas, self.rates, self.steps)]
+
+    def book(self, round_: int, sigma: float, q: float, steps: int, pinned: dict) -> ClientState:
+        """A new state with round ``round_`` booked at ``(σ, q, K)``."""
+        return ClientState([*self.rounds, int(round_)], [*self.rates, float(q)], [*self.sigmas, float(sigma)],
+                           [*self.steps, int(steps)], dict(self.pinned or pinned))
+
+    def to_json(self) -> str:
+        return json.dumps({"rounds": self.rounds, "rates": self.rates, "sigmas": self.sigmas, "steps": self.steps,
+                           "pinned": self.pinned})
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "client state") -> ClientState:
+        """Parse :meth:`to_json`.
+
+        Raises:
+            ValueError: a state without the ``(σ, K)`` of every round (written by iclr25-ta-dpfl <= 0.1.0,
+                which re-priced past rounds with the server's current values): it cannot be trusted.
+        """
+        d = json.loads(text)
+        if "sigmas" not in d or "steps" not in d:
+            raise ValueError(f"{where}: booked rounds lack their (sigma, K) (written by an older version that "
+                             "re-priced them with the server's values); finish that run with the old version or "
+                             "start a new run key / state-dir")
+        return cls([int(r) for r in d["rounds"]], [float(q) for q in d["rates"]], [float(s) for s in d["sigmas"]],
+                   [int(k) for k in d["steps"]], d.get("pinned"))
 
     def save(self, node: NodeConfig, run_key: str) -> None:
         if node.state_dir:
             p = Path(node.state_dir) / f"{_safe(run_key)}.json"
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"rounds": self.rounds, "rates": self.rates}))
+            tmp.write_text(self.to_json())
             tmp.replace(p)
 
     @classmethod
@@ -248,8 +309,7 @@ class ClientState:
         p = Path(node.state_dir) / f"{_safe(run_key)}.json"
         if not p.is_file():
             return None
-        d = json.loads(p.read_text())
-        return cls([int(r) for r in d["rounds"]], [float(q) for q in d["rates"]])
+        return cls.from_json(p.read_text(), str(p))
 
 
 def _safe(key: str) -> str:
@@ -280,7 +340,8 @@ def client_schedule(node: NodeConfig, public: PublicConfig, num_examples: int) -
 def _partition(node: NodeConfig):
     from .data import load_federated
 
-    data = load_federated(node.dataset, node.num_partitions, node.split_seed, node.csv_path, node.val_fraction)
+    data = load_federated(node.dataset, node.num_partitions, node.split_seed, node.csv_path, node.val_fraction,
+                          node.label_column)
     x, y = data.clients[node.partition_id]
     return x, y, data.num_features, data.num_classes
 
@@ -316,15 +377,30 @@ def _noise_source(node: NodeConfig, public: PublicConfig, device):
                         device=device)
 
 
+def _pinned(public: PublicConfig) -> dict:
+    return {k: getattr(public, k) for k in PINNED_KEYS}
+
+
+def _refuse(exc: type[Exception], node: NodeConfig, msg: str) -> Exception:
+    log.warning("client %d refuses: %s", node.partition_id, msg)
+    return exc(f"client {node.partition_id}: {msg}")
+
+
 def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, state_dict: dict
                  ) -> tuple[dict, dict, ClientState]:
     """One round of one client (Algorithm 2, step 2b): own rate, own budget check, ``K`` Opacus
-    DP-SGD steps, book them.
+    DP-SGD steps, book them as released.
+
+    The client trusts nothing the server could change: its schedule is solved from the public
+    values of its *first* round (``state.pinned``), a later message with other values
+    (:data:`PINNED_KEYS`) is refused, every booked round is priced with the ``(σ, q, K)`` it was
+    actually run with, and a round index already run or outside ``1..T`` is refused. Each refusal is
+    logged (warning) and raised.
 
     Args:
         node: the client's own configuration.
         public: the run's public hyperparameters and the round ``t``.
-        state: the client's accountant for this run (rounds and rates booked so far).
+        state: the client's accountant for this run (rounds booked so far, as released).
         state_dict: the global model ``θ^{t-1}`` (torch state dict).
 
     Returns:
@@ -333,6 +409,8 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
 
     Raises:
         ClientUnavailable: the node skips this round (``skip-rounds``); nothing is booked.
+        UntrustedRound: the message contradicts the client's booked run (other σ/K/T/method/order/τ/cap,
+            a replayed or out-of-range round index); nothing is trained or booked.
         PrivacyBudgetExceeded: the round would take the client above its budget; it refuses.
         BudgetInfeasibleError: the schedule fails the guard.
     """
@@ -344,33 +422,43 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
     t = public.round
     if t in node.skip_rounds:
         raise ClientUnavailable(f"client {node.partition_id} skips round {t} (skip-rounds)")
+    pinned = _pinned(public)
+    if state.pinned is not None and pinned != state.pinned:
+        diff = ", ".join(f"{k}: {state.pinned.get(k)!r} -> {pinned[k]!r}" for k in PINNED_KEYS
+                         if state.pinned.get(k) != pinned[k])
+        raise _refuse(UntrustedRound, node, f"round {t}: the server changed values this client's schedule was "
+                      f"solved from at its first round ({diff}); refusing (its booked rounds keep their own price)")
+    if not (1 <= t <= public.rounds):
+        raise _refuse(UntrustedRound, node, f"round index {t} is outside 1..{public.rounds}; refusing")
     if state.rounds and t <= state.rounds[-1]:
-        raise PrivacyBudgetExceeded(f"client {node.partition_id}: round {t} was already run (booked rounds up to "
-                                    f"{state.rounds[-1]}); refusing to train it again")
+        raise _refuse(UntrustedRound, node, f"round {t} was already run (booked rounds up to {state.rounds[-1]}); "
+                      "refusing to train it again")
     x_np, y_np, d, c = _partition(node)
     sched = client_schedule(node, public, len(y_np))
-    q = rate_for_round(sched, state.rounds, state.rates, t)
     sigma, k = sched.sigma, sched.local_steps
-    hist = state.history(sigma, k)
+    if any(s != sigma or kk != k for s, kk in zip(state.sigmas, state.steps)):  # cannot happen once pinned
+        raise _refuse(UntrustedRound, node, f"round {t}: booked rounds used other (sigma, K) than ({sigma}, {k})")
+    q = rate_for_round(sched, state.rounds, state.rates, t)
+    hist = state.history()
     eps_next = epsilon_spent([*hist, (sigma, q, k)], node.delta)
     if q <= 0 or eps_next > sched.epsilon + EPS_TOL:
-        raise PrivacyBudgetExceeded(
-            f"client {node.partition_id}: round {t} at q={q:.6g} would spend eps={eps_next:.6f} > its budget "
-            f"{sched.epsilon}" if q > 0 else f"client {node.partition_id}: no budget left for round {t}")
+        raise _refuse(PrivacyBudgetExceeded, node,
+                      f"round {t} at q={q:.6g} would spend eps={eps_next:.6f} > its budget {sched.epsilon}"
+                      if q > 0 else f"no budget left for round {t}")
     device = torch.device(node.device)
     torch.set_num_threads(1)
     x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
-    model = build_model(public.dataset, d, c, public.hidden).to(device)
+    model = build_model(public.dataset, d, c, public.hidden, node.model_factory).to(device)
     model.load_state_dict(state_dict)
     acc = RDPAccountant()
-    acc.history = [(sigma, float(r), k) for r in state.rates]
+    acc.history = list(hist)
     stats = local_dp_sgd(model, x, y, sample_rate=q, noise_multiplier=sigma, max_grad_norm=public.max_grad_norm,
                          local_steps=k, lr=public.lr, accountant=acc,
                          noise_source=_noise_source(node, public, device), grad_sample_mode=public.grad_sample_mode)
     log.debug("client %d round %d: q=%.6g local loss %.4f (kept on the client)", node.partition_id, t, q, stats["loss"])
-    new = ClientState([*state.rounds, t], [*state.rates, q])
+    new = state.book(t, sigma, q, k, pinned)
     new.save(node, public.run_key)
-    eps = epsilon_spent(new.history(sigma, k), node.delta)
+    eps = epsilon_spent(new.history(), node.delta)
     if eps > sched.epsilon + EPS_TOL:  # cannot happen: checked above
         raise PrivacyBudgetExceeded(f"client {node.partition_id}: spent {eps} > {sched.epsilon}")
     metrics = {"num-examples": int(len(y_np)), "epsilon-spent": float(eps), "sample-rate": float(q),
@@ -379,17 +467,16 @@ def client_train(node: NodeConfig, public: PublicConfig, state: ClientState, sta
     return sd, metrics, new
 
 
-def booked_epsilon(node: NodeConfig, public: PublicConfig, state: ClientState) -> float | None:
-    """The ε the client's own accountant has booked for this run (RDP over the rounds in ``state``
-    at the client's ``(σ, K)``), or None before its first round.
+def booked_epsilon(node: NodeConfig, state: ClientState) -> float | None:
+    """The ε the client's own accountant has booked for this run (RDP over the rounds in ``state``,
+    each at the ``(σ, q, K)`` it was released with), or None before its first round.
 
-    A client that refuses a round (it already ran it before a crash, or its budget is used up)
-    sends this with the refusal, so the server's record shows what the client spent rather than
-    its last successful reply; it is the same figure every successful reply carries
-    (``epsilon-spent``), so the server learns nothing new.
+    A client that refuses a round (it already ran it before a crash, its budget is used up, the
+    server's message contradicts its booked run) sends this with the refusal, so the server's
+    record shows what the client spent rather than its last successful reply; it is the same
+    figure every successful reply carries (``epsilon-spent``), so the server learns nothing new.
+    Nothing in it comes from a server message.
     """
     if not state.rounds:
         return None
-    _, y_np, _, _ = _partition(node)
-    sched = client_schedule(node, public, len(y_np))
-    return float(epsilon_spent(state.history(sched.sigma, sched.local_steps), node.delta))
+    return float(epsilon_spent(state.history(), node.delta))

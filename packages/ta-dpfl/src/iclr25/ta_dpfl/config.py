@@ -16,9 +16,22 @@ from typing import Literal
 
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedsOption
 
-__all__ = ["FederationSpec", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets"]
+__all__ = ["FederationSpec", "FlwrAppConfig", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets", "check_groups"]
 
 Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
+
+
+def check_groups(epsilons, rhos) -> None:
+    """One saving factor per privacy group.
+
+    Raises:
+        ValueError: ``--rhos`` and ``--epsilons`` have different lengths (they used to be broadcast
+            silently, so ``--rhos 0.5`` gave every group 0.5).
+    """
+    if len(rhos) != len(epsilons):
+        raise ValueError(f"--rhos has {len(rhos)} value(s) {list(rhos)} for {len(epsilons)} --epsilons group(s) "
+                         f"{list(epsilons)}: give one saving factor per group (e.g. --rhos "
+                         f"{' '.join(['0.5'] * len(epsilons))})")
 
 
 def group_budgets(epsilons: tuple[float, ...] | list[float], num_clients: int) -> list[float]:
@@ -48,6 +61,9 @@ class FederationSpec:
         skip_rounds: ``{client: rounds}`` the client does not take part in (fault injection).
         val_fraction: share of the training part held out as the server's validation split.
         out_dir: where checkpoints, ``metrics.jsonl``, ``result.json`` and the nodes' state go.
+        csv_path, label_column: your own tabular CSV (``dataset="csv"``) and its label column.
+        model_factory: your own model, ``"module:function"`` -> ``function(num_features, num_classes)``
+            (server and simulated nodes; a deployed node sets its own in its node config).
     """
 
     method: str
@@ -63,6 +79,8 @@ class FederationSpec:
     hidden: int = 64
     dataset: str = "adult"
     csv_path: str | None = None
+    label_column: str = "label"
+    model_factory: str | None = None
     split_seed: int = 0
     val_fraction: float = 0.1
     seed: int = 0
@@ -83,9 +101,11 @@ class FederationSpec:
             raise ValueError(f"method={self.method!r}; choose from {METHODS}")
         if len(self.epsilons) != len(self.rhos):
             raise ValueError(f"{len(self.epsilons)} epsilons but {len(self.rhos)} rhos")
-        if self.csv_path and self.dataset != "adult":
-            raise ValueError(f"csv_path={self.csv_path!r} is read only for dataset 'adult', not {self.dataset!r} "
-                             "(drop --csv-path, or use --dataset adult)")
+        if self.csv_path and self.dataset not in ("adult", "csv"):
+            raise ValueError(f"csv_path={self.csv_path!r} is read only for datasets 'adult' and 'csv', not "
+                             f"{self.dataset!r} (drop --csv-path, or use --dataset csv)")
+        if self.dataset == "csv" and not self.csv_path:
+            raise ValueError("dataset 'csv' needs csv_path (--csv-path) naming your CSV file")
         for name in ("delta", "sigma", "max_grad_norm", "lr", "val_fraction", "min_expected_batch"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -148,11 +168,19 @@ class ScheduleConfig(CommonOptions):
     """Also print the per-round ε table."""
     json_out: Path | None = None
     """Deprecated (use --out; the schedules go to OUT/schedule.json)."""
+    min_expected_batch: float = 20.0
+    """The guard ``q·m_n >= this`` that ``train`` applies (spec: 20): clients below it are named (0: off)."""
 
     def __post_init__(self) -> None:
         if self.json_out is not None:
             warnings.warn("--json-out is deprecated and will be removed in the next minor release; use --out "
                           "(writes OUT/schedule.json)", FutureWarning, stacklevel=2)
+
+
+@dataclass(kw_only=True)
+class FlwrAppConfig(CommonOptions):
+    """Write a Flower app folder (its ``pyproject.toml``) that runs the installed package: ``flwr run OUT ...``.
+    Flower names the app after the folder: letters, digits and hyphens (``--out ta-dpfl-app``)."""
 
 
 @dataclass(kw_only=True)
@@ -163,10 +191,14 @@ class TrainConfig(CommonOptions, SeedsOption):
     """dpfedavg | idp | ta | ta-reverse | ta-uniform | ta-spend-first."""
     engine: Literal["flower", "inprocess"] = "flower"
     """flower (Flower simulation engine, Ray backend) or inprocess (same client/server logic, no Ray)."""
-    dataset: Literal["adult", "digits"] = "adult"
-    """adult (mirrored UCI Adult, ICLR25_DATA) or digits (scikit-learn)."""
+    dataset: Literal["adult", "digits", "csv"] = "adult"
+    """adult (mirrored UCI Adult, ICLR25_DATA), digits (scikit-learn) or csv (your own CSV, --csv-path)."""
     csv_path: Path | None = None
-    """An Adult-format CSV instead of the mirror."""
+    """With --dataset csv: your tabular CSV (header line, label in --label-column); with adult: an Adult-format CSV."""
+    label_column: str = "label"
+    """The label column of --dataset csv."""
+    model_factory: str | None = None
+    """Your own model: 'package.module:function', called as function(num_features, num_classes) (default: the MLP)."""
     epsilons: tuple[float, ...] = (1.0, 2.0, 4.0)
     """Privacy groups' budgets ε (the simulated nodes' own budgets)."""
     num_clients: int = 12

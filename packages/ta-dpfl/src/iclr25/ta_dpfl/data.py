@@ -217,6 +217,54 @@ def _adult_arrays(path: Path, split_seed: int, val_fraction: float):
     return feats(idx_tr), y[idx_tr], feats(idx_va), y[idx_va], feats(idx_te), y[idx_te]
 
 
+def _csv_arrays(path: Path, label: str, split_seed: int, val_fraction: float):
+    """A user's tabular CSV with a header line and a label column: every other column is a feature,
+    numeric when all its values parse as numbers (standardised on train), else categorical (one-hot on
+    the train categories). Labels: the sorted distinct values of ``label`` map to ``0..C-1``."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh, skipinitialspace=True)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise TabularDataError(f"{path}: empty file (expected a header line)") from None
+        rows = [[c.strip() for c in r] for r in reader if r and any(c.strip() for c in r)]
+    if label not in header:
+        raise TabularDataError(f"{path}: label column {label!r} not found; columns are {header} (set label-column / "
+                               "--label-column)")
+    feats = [h for h in header if h != label]
+    if not feats:
+        raise TabularDataError(f"{path}: no feature column besides the label {label!r}")
+
+    def numeric(j: int) -> bool:
+        try:
+            [float(r[j]) for r in rows if len(r) == len(header)]
+        except ValueError:
+            return False
+        return True
+
+    num = [h for h in feats if numeric(header.index(h))]
+    cat = [h for h in feats if h not in num]
+    x_num, cats, labels, _ = load_tabular_csv(path, label, num, cat)
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise TabularDataError(f"{path}: label column {label!r} holds a single value {classes.tolist()}; at least two "
+                               "classes are needed")
+    y = np.searchsorted(classes, labels).astype(np.int64)
+    rng = np.random.default_rng(split_seed)
+    idx_tr, idx_te = stratified_split(y, 0.2, rng)
+    va_pos, tr_pos = _val_split(y[idx_tr], val_fraction, rng)
+    idx_va, idx_tr = idx_tr[va_pos], idx_tr[tr_pos]
+    mu = x_num[idx_tr].mean(0) if num else np.zeros(0)
+    sd = x_num[idx_tr].std(0) if num else np.ones(0)
+    sd[sd == 0] = 1.0
+
+    def feats_of(idx):
+        parts = [((x_num[idx] - mu) / sd).astype(np.float32)] + [one_hot(c[idx_tr], c[idx]) for c in cats]
+        return np.concatenate(parts, axis=1)
+
+    return feats_of(idx_tr), y[idx_tr], feats_of(idx_va), y[idx_va], feats_of(idx_te), y[idx_te], len(classes)
+
+
 def _val_split(y: np.ndarray, val_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     if val_fraction == 0:
         return np.zeros(0, dtype=np.int64), np.arange(len(y))
@@ -239,12 +287,16 @@ def _digits_arrays(split_seed: int, val_fraction: float):
 
 @lru_cache(maxsize=8)
 def load_federated(dataset: str = "adult", num_clients: int = 12, split_seed: int = 0,
-                   csv_path: str | None = None, val_fraction: float = 0.1) -> FederatedData:
+                   csv_path: str | None = None, val_fraction: float = 0.1, label_column: str = "label"
+                   ) -> FederatedData:
     """Load a data set, hold out a validation split, and split the rest IID into ``num_clients``.
 
     Args:
-        dataset: ``"adult"`` (mirrored UCI Adult; ``csv_path`` overrides the mirror) or ``"digits"``
-            (scikit-learn's 1,797 8x8 digits, 10 classes).
+        dataset: ``"adult"`` (mirrored UCI Adult; ``csv_path`` overrides the mirror), ``"digits"``
+            (scikit-learn's 1,797 8x8 digits, 10 classes) or ``"csv"``: your own tabular CSV at
+            ``csv_path`` with a header line and the label in ``label_column`` (other columns:
+            numeric ones standardised, the rest one-hot).
+        label_column: the label column of a ``"csv"`` data set.
         num_clients: ``N``.
         split_seed: seed of the stratified 80/20 split, the validation split and the client partition.
         csv_path: an Adult-format CSV to use instead of the mirror.
@@ -257,20 +309,27 @@ def load_federated(dataset: str = "adult", num_clients: int = 12, split_seed: in
     Raises:
         iclr25.core.data.DataNotFoundError: the mirror file is missing (message names it).
         TabularDataError: malformed CSV (unexpected label values are named).
-        ValueError: unknown data set, bad ``val_fraction``, ``csv_path`` given for a data set other than Adult.
+        ValueError: unknown data set, bad ``val_fraction``, ``csv_path`` given for ``digits`` or
+            missing for ``csv``.
     """
     if not (0.0 <= val_fraction <= 0.5):
         raise ValueError(f"val_fraction must lie in [0, 0.5], got {val_fraction}")
-    if csv_path and dataset != "adult":
-        raise ValueError(f"csv_path ({csv_path}) is read only for dataset 'adult'; dataset {dataset!r} is "
-                         "built in (drop --csv-path, or use --dataset adult)")
-    if dataset == "adult":
+    if csv_path and dataset not in ("adult", "csv"):
+        raise ValueError(f"csv_path ({csv_path}) is read only for datasets 'adult' and 'csv'; dataset {dataset!r} is "
+                         "built in (drop --csv-path, or use --dataset csv)")
+    n_classes = None
+    if dataset == "csv":
+        if not csv_path:
+            raise ValueError("dataset 'csv' needs csv_path (--csv-path / csv-path=) naming your CSV file")
+        xtr, ytr, xva, yva, xte, yte, n_classes = _csv_arrays(Path(csv_path), label_column, split_seed, val_fraction)
+    elif dataset == "adult":
         path = Path(csv_path) if csv_path else ADULT.path("adult.csv")
         xtr, ytr, xva, yva, xte, yte = _adult_arrays(path, split_seed, val_fraction)
     elif dataset == "digits":
         xtr, ytr, xva, yva, xte, yte = _digits_arrays(split_seed, val_fraction)
     else:
-        raise ValueError(f"unknown dataset {dataset!r}; choose 'adult' or 'digits'")
+        raise ValueError(f"unknown dataset {dataset!r}; choose 'adult', 'digits' or 'csv'")
     parts = split_iid(len(ytr), num_clients, np.random.default_rng(split_seed))
     clients = tuple((xtr[p], ytr[p]) for p in parts)
-    return FederatedData(clients, xva, yva, xte, yte, int(xtr.shape[1]), int(max(ytr.max(), yte.max()) + 1))
+    c = n_classes or int(max(ytr.max(), yte.max()) + 1)
+    return FederatedData(clients, xva, yva, xte, yte, int(xtr.shape[1]), int(c))

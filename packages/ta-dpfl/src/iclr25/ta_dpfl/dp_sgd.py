@@ -64,15 +64,46 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-def build_model(dataset: str, num_features: int, num_classes: int, hidden: int = 64) -> nn.Module:
-    """The model of a data set: :class:`MLP` ``num_features → hidden → num_classes`` (``hidden = 0``:
-    logistic regression) for the tabular/flattened data sets ``adult`` and ``digits``.
+def load_model_factory(ref: str):
+    """Import a model factory ``"package.module:function"``; the function is called as
+    ``function(num_features, num_classes)`` and returns an Opacus-compatible ``nn.Module``.
 
     Raises:
-        ValueError: unknown data set or a negative width.
+        ValueError: not of the form ``module:function``, the module cannot be imported or has no such
+            callable (names the reference).
     """
-    if dataset not in ("adult", "digits"):
-        raise ValueError(f"no model for dataset {dataset!r}; choose 'adult' or 'digits'")
+    import importlib
+
+    mod, _, fn = str(ref).partition(":")
+    if not mod or not fn:
+        raise ValueError(f"model-factory={ref!r} must be 'package.module:function'")
+    try:
+        f = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"model-factory={ref!r} cannot be loaded ({type(e).__name__}: {e}); the module must be "
+                         "importable where the node / server runs (e.g. on PYTHONPATH)") from None
+    if not callable(f):
+        raise ValueError(f"model-factory={ref!r} is not callable")
+    return f
+
+
+def build_model(dataset: str, num_features: int, num_classes: int, hidden: int = 64,
+                factory: str | None = None) -> nn.Module:
+    """The model: ``factory(num_features, num_classes)`` when a model factory ``"module:function"`` is
+    given (your own model), else :class:`MLP` ``num_features → hidden → num_classes`` (``hidden = 0``:
+    logistic regression) for the tabular/flattened data sets ``adult``, ``digits`` and ``csv``.
+
+    Raises:
+        ValueError: unknown data set, a negative width, a factory that cannot be loaded or does not
+            return an ``nn.Module``.
+    """
+    if factory:
+        model = load_model_factory(factory)(int(num_features), int(num_classes))
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model-factory={factory!r} returned {type(model).__name__}, not a torch nn.Module")
+        return model
+    if dataset not in ("adult", "digits", "csv"):
+        raise ValueError(f"no model for dataset {dataset!r}; choose 'adult', 'digits' or 'csv' (or a model-factory)")
     if hidden < 0:
         raise ValueError(f"hidden must be >= 0, got {hidden}")
     return MLP(num_features, num_classes, hidden)

@@ -34,6 +34,7 @@ from .client import (
     ClientUnavailable,
     NodeConfig,
     PublicConfig,
+    UntrustedRound,
     booked_epsilon,
     client_report,
     client_train,
@@ -68,7 +69,8 @@ def simulated_nodes(spec: FederationSpec) -> list[NodeConfig]:
     skip = spec.skip_rounds or {}
     return [
         NodeConfig(partition_id=n, num_partitions=spec.num_clients, epsilon=float(e), delta=spec.delta,
-                   saving_factor=float(r), dataset=spec.dataset, csv_path=spec.csv_path, split_seed=spec.split_seed,
+                   saving_factor=float(r), dataset=spec.dataset, csv_path=spec.csv_path,
+                   label_column=spec.label_column, model_factory=spec.model_factory, split_seed=spec.split_seed,
                    val_fraction=spec.val_fraction, insecure_seed=spec.seed if spec.insecure_seed else None,
                    device=spec.device, state_dir=str(Path(spec.out_dir) / "nodes" / f"node-{n}"),
                    skip_rounds=tuple(int(t) for t in skip.get(n, ())))
@@ -150,7 +152,7 @@ class ServerState:
         self.out.mkdir(parents=True, exist_ok=True)
         self.device = torch.device(choose_device(spec.device))
         data = load_federated(spec.dataset, max(spec.num_clients, 1), spec.split_seed, spec.csv_path,
-                              spec.val_fraction)
+                              spec.val_fraction, spec.label_column)
         self.x_val = torch.from_numpy(np.ascontiguousarray(data.x_val)).to(self.device)
         self.y_val = torch.from_numpy(np.ascontiguousarray(data.y_val)).to(self.device)
         self.x_test = torch.from_numpy(np.ascontiguousarray(data.x_test)).to(self.device)
@@ -167,7 +169,8 @@ class ServerState:
         self.miss_reasons: dict[str, dict[int, str]] = {}
         self.excluded: dict[str, str] = {}
         torch.manual_seed(_seed(spec.seed, "init"))
-        self.model = build_model(spec.dataset, self.num_features, self.num_classes, spec.hidden).to(self.device)
+        self.model = build_model(spec.dataset, self.num_features, self.num_classes, spec.hidden,
+                                 spec.model_factory).to(self.device)
         public = {k: v for k, v in spec.to_dict().items() if k not in ("epsilons", "rhos", "delta", "skip_rounds")}
         if spec.resume and (self.out / "config.json").is_file():
             # a resumed run must be the run that was stopped: other rounds/lr/σ/... would silently change the
@@ -329,6 +332,13 @@ class ServerState:
             warnings.append("clients missed rounds (no update, no ε booked for a skipped round): " + "; ".join(
                 f"{lab}: {len(self.missed[lab])} round(s) {sorted(self.missed[lab])}" for lab in sorted(self.missed))
                 + " (see 'missed_rounds' and 'miss_reasons')")
+        under = {lab: (float(self.schedules[lab].epsilon_per_round()[-1]), float(self.reports[lab]["epsilon"]))
+                 for lab in labels if lab in self.schedules and lab in self.reports}
+        under = {lab: pb for lab, pb in under.items() if pb[0] < pb[1] * (1 - 1e-6)}
+        if under:
+            warnings.append("clients under-spend their budget (their rate is capped at q=1, which is safe): " + "; ".join(
+                f"{lab}: plans eps {p:.4f} of {b:g}" for lab, (p, b) in under.items())
+                + " (lower sigma, add rounds or save less to spend it)")
         if insecure:
             warnings.append(f"clients {insecure} used insecure-seed noise: anyone who knows the seed can replay their "
                             "noise (simulations and tests only)")
@@ -373,7 +383,8 @@ def plan(spec: FederationSpec) -> list[Schedule]:
         BudgetInfeasibleError: no node's budget passes the ``q·m_n`` guard.
     """
     nodes = simulated_nodes(spec)
-    data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path, spec.val_fraction)
+    data = load_federated(spec.dataset, spec.num_clients, spec.split_seed, spec.csv_path, spec.val_fraction,
+                          spec.label_column)
     budgets = [ClientBudget(n.epsilon, n.delta, m) for n, m in zip(nodes, data.sizes)]
     scheds, excluded = solve_schedules([str(n.partition_id) for n in nodes], budgets,
                                        [n.saving_factor for n in nodes], spec)
@@ -419,9 +430,9 @@ def run_inprocess(spec: FederationSpec) -> dict:
         for lab, node in zip(labels, nodes):
             try:
                 sd, met, cstate[lab] = client_train(node, pub, cstate[lab], global_sd)
-            except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
+            except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError, UntrustedRound) as e:
                 missing[lab] = f"{type(e).__name__}: {e}"
-                b = booked_epsilon(node, pub, cstate[lab])
+                b = booked_epsilon(node, cstate[lab])
                 if b is not None:
                     booked[lab] = b
                 continue

@@ -32,6 +32,7 @@ from .client import (
     ClientUnavailable,
     NodeConfig,
     PublicConfig,
+    UntrustedRound,
     booked_epsilon,
     client_report,
     client_train,
@@ -55,13 +56,15 @@ def _state_key(run_key: str) -> str:
 def _load_state(context: Context, node: NodeConfig, run_key: str) -> ClientState:
     key = _state_key(run_key)
     if key in context.state:
-        rec = context.state[key]
-        return ClientState([int(r) for r in rec["rounds"]], [float(q) for q in rec["rates"]])
+        return ClientState.from_json(str(context.state[key]["json"]), f"context.state[{key!r}]")
     return ClientState.load(node, run_key) or ClientState()
 
 
-def _refusal(msg: Message, e: Exception, epsilon_spent: float | None = None) -> Message:
+def _refusal(msg: Message, e: Exception, epsilon_spent: float | None = None, partition_id: int | None = None
+             ) -> Message:
     rec: dict = {"error": f"{type(e).__name__}: {e}"}
+    if partition_id is not None:  # the server labels clients by partition, not by Flower node id
+        rec["partition-id"] = int(partition_id)
     if epsilon_spent is not None:  # what this node's accountant has booked (as every reply says)
         rec["epsilon-spent"] = float(epsilon_spent)
     return Message(content=RecordDict({"status": ConfigRecord(rec)}), reply_to=msg)
@@ -85,7 +88,7 @@ def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> Cl
         try:
             rep = client_report(node, public)
         except BudgetInfeasibleError as e:
-            return _refusal(msg, e)
+            return _refusal(msg, e, partition_id=node.partition_id)
         return Message(content=RecordDict({"report": MetricRecord(rep)}), reply_to=msg)
 
     @app.train()
@@ -95,9 +98,9 @@ def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> Cl
         state = _load_state(context, node, public.run_key)
         try:
             sd, met, new = client_train(node, public, state, msg.content["arrays"].to_torch_state_dict())
-        except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError) as e:
-            return _refusal(msg, e, booked_epsilon(node, public, state))
-        context.state[_state_key(public.run_key)] = ConfigRecord({"rounds": new.rounds, "rates": new.rates})
+        except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError, UntrustedRound) as e:
+            return _refusal(msg, e, booked_epsilon(node, state), node.partition_id)
+        context.state[_state_key(public.run_key)] = ConfigRecord({"json": new.to_json()})
         return Message(content=RecordDict({"arrays": ArrayRecord(sd), "metrics": MetricRecord(met)}), reply_to=msg)
 
     return app
@@ -107,10 +110,12 @@ client_app = make_client_app()
 
 
 # ---------------------------------------------------------------------------------------- server
-def _exchange(grid: Grid, node_ids: list[int], message_type: str, content_of, timeout: float
+def _exchange(grid: Grid, node_ids: list[int], message_type: str, content_of, timeout: float,
+              partitions: dict[int, str] | None = None
               ) -> tuple[dict[int, RecordDict], dict[int, str], dict[int, float]]:
     """Send one message to each node; ``(replies, reasons of the nodes that missed it, the ε a
-    refusing node says it has booked)``."""
+    refusing node says it has booked)``. A refusal that names its ``partition-id`` is recorded in
+    ``partitions`` (node id -> partition label)."""
     msgs = [Message(content=content_of(nid), dst_node_id=nid, message_type=message_type) for nid in node_ids]
     replies = list(grid.send_and_receive(msgs, timeout=timeout))
     ok, bad, booked = {}, {}, {}
@@ -121,6 +126,8 @@ def _exchange(grid: Grid, node_ids: list[int], message_type: str, content_of, ti
         elif "status" in m.content:
             st = m.content["status"]
             bad[src] = str(st["error"])
+            if partitions is not None and "partition-id" in st:
+                partitions[src] = str(int(st["partition-id"]))
             if "epsilon-spent" in st:
                 booked[src] = float(st["epsilon-spent"])
         else:
@@ -163,13 +170,15 @@ def run_spec(grid: Grid, spec: FederationSpec, *, min_nodes: int | None = None, 
     state = ServerState(spec)
     node_ids = _wait_for_nodes(grid, spec.num_clients if min_nodes is None else min_nodes, round_timeout)
     pub0 = state.public_config(0)
+    refused_parts: dict[int, str] = {}
     ok, bad, _ = _exchange(grid, node_ids, "query", lambda _: RecordDict({"config": ConfigRecord(pub0.to_record())}),
-                        round_timeout)
+                           round_timeout, refused_parts)
     if bad:
         log.warning("query: nodes did not report: %s", bad)
     reports = {str(int(c["report"]["partition-id"])): dict(c["report"]) for c in ok.values()}
     label_of = {nid: str(int(c["report"]["partition-id"])) for nid, c in ok.items()}
-    state.register(reports, {f"node-{nid}": why for nid, why in bad.items()})
+    # a node that refused names its partition; one that never answered is known only by its node id
+    state.register(reports, {refused_parts.get(nid, f"node-{nid}"): why for nid, why in bad.items()})
     label_of = {nid: lab for nid, lab in label_of.items() if lab in state.schedules}  # excluded: never asked
     if state.remaining_rounds <= 0:
         return state.finish()
@@ -215,6 +224,8 @@ def spec_from_run_config(rc: dict) -> FederationSpec:
         rounds=int(rc.get("num-server-rounds", 30)), local_steps=int(rc.get("local-steps", 4)),
         transition=None if transition < 0 else transition, lr=float(rc.get("lr", 2.0)),
         hidden=int(rc.get("hidden", 64)), dataset=str(rc.get("dataset", "adult")),
+        csv_path=str(rc.get("csv-path", "")) or None, label_column=str(rc.get("label-column", "label")),
+        model_factory=str(rc.get("model-factory", "")) or None,
         split_seed=int(rc.get("split-seed", 0)), val_fraction=float(rc.get("val-fraction", 0.1)),
         seed=int(rc.get("seed", 0)), min_expected_batch=float(rc.get("min-expected-batch", 20.0)),
         grad_sample_mode=str(rc.get("grad-sample-mode", "ghost")),

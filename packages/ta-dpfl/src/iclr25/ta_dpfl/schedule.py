@@ -332,12 +332,19 @@ def spend_rate(
     saving_steps: int,
     spending_steps: int,
     orders: Sequence[float] = DEFAULT_ORDERS,
+    *,
+    allow_underspend: bool = False,
 ) -> float:
     """Spend-as-you-go rate: the largest ``q`` with ``ε([(σ, q_sav, n_sav), (σ, q, n_spe)], δ) <= eps``.
 
+    Args:
+        allow_underspend: when even ``q = 1`` cannot spend what was saved, return ``1.0`` (the client
+            under-spends, which is safe) instead of raising — as a uniform client whose ``q_uni``
+            reaches 1 does.
+
     Raises:
-        BudgetInfeasibleError: the saving phase alone exceeds ``eps``, or ``q <= 1`` cannot spend
-            what was saved (save less: larger ``rho`` or a later transition).
+        BudgetInfeasibleError: the saving phase alone exceeds ``eps``, or (without ``allow_underspend``)
+            ``q <= 1`` cannot spend what was saved (save less: larger ``rho`` or a later transition).
     """
     orders = tuple(orders)
     if spending_steps <= 0:
@@ -351,6 +358,8 @@ def spend_rate(
             f"the saving phase alone (q={q_saving:.6g} for {saving_steps} steps) spends {f(0.0):.4g} > eps={eps}"
         )
     if f(1.0) <= eps:
+        if allow_underspend:
+            return 1.0
         raise BudgetInfeasibleError(
             f"even q=1 in the {spending_steps} spending steps spends only {f(1.0):.4g} < eps={eps}: the saved "
             "budget cannot be spent; use a larger rho or a later transition round"
@@ -387,8 +396,9 @@ def make_schedule(
 
     Raises:
         BudgetInfeasibleError: ``ε`` cannot be met at ``q <= 1`` (message names the smallest
-            feasible ``σ`` and the largest feasible number of rounds), or the saved budget cannot
-            be spent.
+            feasible ``σ`` and the largest feasible number of rounds). A saved budget that even
+            ``q = 1`` cannot spend is not an error: the spending rate is capped at 1 and the client
+            under-spends (warned), as a uniform client whose ``q_uni`` reaches 1.
         ValueError: bad ``rounds``, ``local_steps``, ``transition`` or ``rho``.
     """
     if rounds < 1:
@@ -417,7 +427,14 @@ def make_schedule(
         return Schedule(rates, float(sigma), int(local_steps), float(eps), float(delta), 0, 1.0,
                         q_uni, q_uni, q_uni, orders, "save-first")
     q_sav = rho * q_uni
-    q_spe = spend_rate(eps, delta, sigma, q_sav, tau * local_steps, (rounds - tau) * local_steps, orders)
+    q_spe = spend_rate(eps, delta, sigma, q_sav, tau * local_steps, (rounds - tau) * local_steps, orders,
+                       allow_underspend=True)
+    if q_spe >= 1.0:
+        spent = _eps_two_phase(q_sav, tau * local_steps, 1.0, (rounds - tau) * local_steps, sigma, delta, orders)
+        warnings.warn(
+            f"eps={eps:g} with rho={rho:g}: even q=1 in the {rounds - tau} spending rounds cannot spend what was "
+            f"saved; the spending rate is capped at 1 and the client under-spends (eps {spent:.4f} of {eps:g}; "
+            "use a larger rho or a later transition to spend it)", UserWarning, stacklevel=2)
     rates = np.concatenate([np.full(tau, q_sav), np.full(rounds - tau, q_spe)])
     if order == "spend-first":
         rates = rates[::-1].copy()
