@@ -35,7 +35,7 @@ def evaluate_arm(clf, clean: Sequence[Sequence[str]], clean_labels: Sequence[int
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         vc = clf.predict_many(clean) if len(clean) else []
-        vt = clf.predict_many(triggered) if len(triggered) else []
+        vt = clf.predict_many(triggered, indices=range(len(clean), len(clean) + len(triggered))) if len(triggered) else []
         cc = certify(clf, clean, clean_labels, alpha, votes=vc) if len(clean) else []
         ct = certify(clf, triggered, triggered_labels, alpha, votes=vt, offset=len(clean)) if len(triggered) else []
     warn = sorted({str(w.message) for w in caught if issubclass(w.category, UserWarning)} | set(clf.warnings))
