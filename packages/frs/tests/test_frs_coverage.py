@@ -99,7 +99,7 @@ def test_known_p_model_is_what_the_docstring_says():
     ("iid", (700, 720, 740, 760, 780), 6),  # p_0 = 0.72: not a tie
 ])
 def test_api_lower_bound_covers_the_true_probability(design, thresholds, n_random):
-    reps = 4000
+    reps = 2000
     m = KnownModel(thresholds)
     copies = None if design == "independent" else _copies(len(thresholds))
     clf = FRSClassifier(m, copies, randomization="uniform", w_high=0.9, w_mid=0.5, n_random=n_random, alpha=ALPHA,
