@@ -21,6 +21,15 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
     assert m["warnings"]  # N = 4 votes -> the few-votes warning is recorded
     for c in claims:
         assert c.note
+    # per-class numbers (issue #40): in the results, the table and the notes, computed from the per-class values
+    frs0 = m["per_seed"][0]["frs"]
+    assert {"CA_c0", "CA_c1", "certified_accuracy_clean_c0", "empirical_radius_c0"} <= set(frs0)
+    assert "| frs | 1 |" in (tmp_path / "arms.md").read_text()
+    note = {c.name: c.note for c in claims}
+    ca = m["aggregate"]["frs"]["CA_c0"]["mean"]
+    assert f"frs 0 {ca:.1f}" in note["clean_acc/frs_cost"] and "the <= 5 p.p. bound holds" in note["clean_acc/frs_cost"]
+    assert "Triggered texts are all of class 0" in note["asr/frs_lt_uniform"]
+    assert "Not like for like" in note["radius/frs_certified_gt_uniform"]
 
 
 @pytest.mark.slow
@@ -30,7 +39,7 @@ def test_reproduce_quick(tmp_path, mirror):
     from iclr25.core.registry import run_reproduction
 
     r = run_reproduction("frs", rep.reproduce, quick=True, out_dir=tmp_path)
-    assert len(r.claims) == 7
+    assert len(r.claims) == len(rep.CLAIM_NAMES)
 
 
 @pytest.mark.realdata

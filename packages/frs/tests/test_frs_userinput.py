@@ -214,7 +214,7 @@ def test_model_of_another_vocabulary_is_a_one_line_error(tmp_path, capsys):
     """Issue #43 item 9 for frs: weights and vocabulary of different models gave an IndexError traceback."""
     clf, x, y = _tiny()
     clf.save(tmp_path / "m")
-    big = TinyClassifier.create(Vocab.build([["w%d" % i for i in range(40)]], min_count=1), 2, d_model=8, n_heads=2,
+    big = TinyClassifier.create(Vocab.build([[f"w{i}" for i in range(40)]], min_count=1), 2, d_model=8, n_heads=2,
                                 d_ff=8, seed=0)
     big.save(tmp_path / "big")
     # the other model's weights (larger embedding) beside this model's config and vocabulary
