@@ -27,8 +27,9 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
     assert "| frs | 1 |" in (tmp_path / "arms.md").read_text()
     note = {c.name: c.note for c in claims}
     ca = m["aggregate"]["frs"]["CA_c0"]["mean"]
-    assert f"frs 0 {ca:.1f}" in note["clean_acc/frs_cost"] and "the <= 5 p.p. bound holds" in note["clean_acc/frs_cost"]
+    assert f"frs class 0 {ca:.1f}" in note["clean_acc/frs_cost"] and "the <= 5 p.p. bound holds" in note["clean_acc/frs_cost"]
     assert "Triggered texts are all of class 0" in note["asr/frs_lt_uniform"]
+    assert "On clean texts, like for like" in note["radius/frs_unconditional_ge_uniform"]
     assert "Not like for like" in note["radius/frs_certified_gt_uniform"]
 
 

@@ -378,6 +378,7 @@ def _occlusion_rate(model, tx, spans, kl) -> float:
 _KEYS = ("CA", "PA", "ASR", "hit_rate", "random_segment_hit_rate", "hit_rate_c_sqrt2", "hit_rate_all_operators",
          "abstention_clean", "abstention_triggered", "mean_radius_clean", "mean_radius_triggered",
          "mean_radius_tokens_clean", "mean_radius_tokens_triggered", "mean_radius_unconditional_triggered",
+         "mean_radius_unconditional_clean",
          "certified_rate_triggered", "empirical_radius", "empirical_radius_max", "tie_rate_clean",
          "tie_rate_triggered", "copy_agreement", "num_votes", "short_texts")
 
@@ -449,7 +450,7 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
         return _g(agg, arm, k), _g(agg, arm, k, "sd")
 
     def cname(c):
-        return names[c] if names and c < len(names) else f"class {c}"
+        return f"class {names[c] if names and c < len(names) else c}"
 
     def by_class(arm, k, d=1):
         """'neg 12.0 ± 1.0, pos 80.0 ± 2.0' for the per-class values of ``k`` (``k_c<c>``)."""
@@ -466,7 +467,7 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
         return f"holds ONLY on {', '.join(yes)} (not on {', '.join(no)})"
 
     trig_classes = _classes(agg, "ASR", "frs")
-    trig_scope = (f"Triggered texts are all of class {', '.join(cname(c) for c in trig_classes)} (the non-target "
+    trig_scope = (f"Triggered texts are all of {', '.join(cname(c) for c in trig_classes)} (the non-target "
                   f"class{'es' if len(trig_classes) > 1 else ''}), so this claim speaks for "
                   f"{'those classes' if len(trig_classes) > 1 else 'that class'} only; per class ASR frs "
                   f"{by_class('frs', 'ASR')}, uniform {by_class('uniform', 'ASR')}.")
@@ -521,7 +522,7 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
              f"Single-token KL occlusion (exhaustive, the prototype's locator) finds the trigger in {occl:.2f}. "
              f"Design sensitivity at the same I={p['iterations']}: C=√2 -> {_fmt(*ms('frs', 'hit_rate_c_sqrt2'), 2)}; "
              f"all four DL operators -> {_fmt(*ms('frs', 'hit_rate_all_operators'), 2)}. Triggered texts are all of "
-             f"class {', '.join(cname(c) for c in trig_classes)}: the hit rate is measured on that class only."))
+             f"{', '.join(cname(c) for c in trig_classes)}: the hit rate is measured on that class only."))
     note, marg = gap_note("frs", "ftr-only", "ASR")
     claims.append(Claim(
         "ablation/frs_lt_no_bmps", "ASR on triggered negatives (%), FRS vs FRS with σ = 0", _g(agg, "frs", "ASR"),
@@ -529,7 +530,7 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
         paper="Table 3: removing BMPS raises ASR",
         note=f"{note}. σ=0: fine-tuned with σ=0 from the same backdoored weights; its K identical copies count once "
              f"(N = n = {p['n_random']}). BMPS copies vote alike on {_fmt(100 * _g(agg, 'frs', 'copy_agreement'), 100 * _g(agg, 'frs', 'copy_agreement', 'sd'))}% "
-             f"of randomised texts; bmps-only ASR {_fmt(*ms('bmps-only', 'ASR'))}. Triggered texts are all of class "
+             f"of randomised texts; bmps-only ASR {_fmt(*ms('bmps-only', 'ASR'))}. Triggered texts are all of "
              f"{', '.join(cname(c) for c in trig_classes)}; the claim speaks for that class only."))
     note, marg = gap_note("frs", "uniform", "empirical_radius", 3, lower=False)
     emp_cls = {c: _g(agg, "frs", f"empirical_radius_c{c}") > _g(agg, "uniform", f"empirical_radius_c{c}")
@@ -564,12 +565,17 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
     note_u = (f"frs {_fmt(*ms('frs', 'mean_radius_unconditional_triggered'), 4)} vs uniform "
               f"{_fmt(*ms('uniform', 'mean_radius_triggered'), 4)} over seeds {list(seeds)}")
     big_u = max(_g(agg, "frs", "mean_radius_unconditional_triggered", "sd"), _g(agg, "uniform", "mean_radius_triggered", "sd"))
+    (mfc, sfc), (mcc, scc) = ms("frs", "mean_radius_unconditional_clean"), ms("uniform", "mean_radius_clean")
     claims.append(Claim(
         "radius/frs_unconditional_ge_uniform",
         "mean certified radius on triggered texts without the location assumption (fraction of L): FRS at ω_L "
         "(the smallest probability any token gets) vs uniform at ω_M — like for like", mfu,
-        baseline=mcu, higher_is_better=True, margin=0.0, paper="not in the paper (issue #40: like-for-like comparison)",
-        note=f"{note_u}; gap {mfu - mcu:+.4f} (larger sd {big_u:.4f}). Both radii hold for a trigger anywhere in the "
+        baseline=mcu, higher_is_better=True, margin=max(big_u, 1e-9),
+        paper="not in the paper (issue #40: like-for-like comparison)",
+        note=f"{note_u}; gap {mfu - mcu:+.4f} {'exceeds' if mfu - mcu > big_u else 'does NOT exceed'} the larger sd "
+             f"{big_u:.4f} (a wrong or abstained text counts 0, so a uniform radius of 0 here means it certified no "
+             f"triggered text correctly). On clean texts, like for like: frs {_fmt(mfc, sfc, 4)} vs uniform "
+             f"{_fmt(mcc, scc, 4)}. Both radii hold for a trigger anywhere in the "
              f"text (no assumption that it lies in T(x')); the budget-preserving ω_L is below ω_M by construction, so "
              f"FRS trades unconditional radius for the conditional one. Clean-text certified radius per class frs "
              f"{by_class('frs', 'mean_radius_clean', 4)}, uniform {by_class('uniform', 'mean_radius_clean', 4)}. "

@@ -260,6 +260,7 @@ class FRSClassifier:
         d = {"randomization": self.randomization, "w_high": self.w_high, "w_mid": self.w_mid,
              "n_random": self.n_random, "k": self.copies.k if self.copies is not None else 1,
              "k_effective": self.k_effective, "num_votes": self.num_votes, "alpha": self.alpha,
+             "bound_alpha": self.alpha / self.num_classes,
              "vote_design": self.vote_design, "sigma": self.copies.sigma if self.copies is not None else 0.0,
              "top_layers": self.copies.top_layers if self.copies is not None else None}
         if self.fuzzer is not None:
