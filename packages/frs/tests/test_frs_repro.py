@@ -23,7 +23,11 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
         assert c.note
     # per-class numbers (issue #40): in the results, the table and the notes, computed from the per-class values
     frs0 = m["per_seed"][0]["frs"]
-    assert {"CA_c0", "CA_c1", "certified_accuracy_clean_c0", "empirical_radius_c0"} <= set(frs0)
+    assert {"CA_c0", "CA_c1", "certified_accuracy_clean_c0", "wrong_certified_clean_c0", "empirical_radius_c0"} <= set(frs0)
+    recs = [json.loads(r) for r in (tmp_path / "texts" / "seed0_frs.jsonl").read_text().splitlines()]
+    neg = [r for r in recs if r["set"] == "clean" and r["true_label"] == 0]
+    wrong = sum(not r["abstain"] and r["radius"] > 0 and r["label"] != 0 for r in neg)
+    assert frs0["wrong_certified_clean_c0"] == pytest.approx(100 * wrong / len(neg))
     assert "| frs | 1 |" in (tmp_path / "arms.md").read_text()
     note = {c.name: c.note for c in claims}
     ca = m["aggregate"]["frs"]["CA_c0"]["mean"]

@@ -67,7 +67,8 @@ def evaluate_arm(clf, clean: Sequence[Sequence[str]], clean_labels: Sequence[int
 
 def per_class_metrics(cc, pc, clean_labels, ct, pt, triggered_labels, target: int) -> dict:
     """Per true class c (issue #40): ``CA_c<c>`` (%), ``certified_accuracy_clean_c<c>`` (% of the class's clean
-    texts that are correct, not abstained and have a radius > 0), ``abstention_clean_c<c>`` (%),
+    texts that are correct, not abstained and have a radius > 0), ``wrong_certified_clean_c<c>`` (% certified —
+    not abstained, radius > 0 — on a wrong label), ``abstention_clean_c<c>`` (%),
     ``mean_radius_clean_c<c>`` (abstained / wrong count 0), ``n_clean_c<c>``; on triggered texts
     ``ASR_c<c>`` (%) and ``n_triggered_c<c>``. Only classes present in each set appear."""
     out: dict = {}
@@ -79,6 +80,8 @@ def per_class_metrics(cc, pc, clean_labels, ct, pt, triggered_labels, target: in
         out[f"n_clean_c{c}"] = int(len(idx))
         out[f"CA_c{c}"] = clean_accuracy([pc[i] for i in idx], [c] * len(idx))
         out[f"certified_accuracy_clean_c{c}"] = s["certified_rate"]
+        out[f"wrong_certified_clean_c{c}"] = 100.0 * sum((not x.abstain) and x.radius > 0 and x.label != c
+                                                         for x in sub) / len(sub)
         out[f"abstention_clean_c{c}"] = s["abstention_rate"]
         out[f"mean_radius_clean_c{c}"] = s["mean_radius"]
     yt = np.asarray(triggered_labels)

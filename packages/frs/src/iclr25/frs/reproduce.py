@@ -431,8 +431,9 @@ def _class_table(agg: dict, names: list[str]) -> str:
     the clean texts, and the empirical radius, per true class and arm (mean ± sd over seeds)."""
     rows = ["Per true class (clean texts; certified accuracy = correct, not abstained, radius > 0; radius as a "
             "fraction of L, abstained / wrong texts count 0):", "",
-            "| arm | class | n | CA (%) | certified acc. (%) | abstain (%) | mean cert. radius | empirical radius |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| arm | class | n | CA (%) | certified acc. (%) | wrong label certified (%) | abstain (%) | mean cert. radius "
+            "| empirical radius |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for arm in ARM_ORDER:
         for c in _classes(agg, "CA", arm):
             def f(k, d=1, arm=arm, c=c):
@@ -440,7 +441,7 @@ def _class_table(agg: dict, names: list[str]) -> str:
                 return "—" if not np.isfinite(m) else _fmt(m, sd, d)
             name = names[c] if c < len(names) else str(c)
             rows.append(f"| {arm} | {name} | {int(_g(agg, arm, f'n_clean_c{c}'))} | {f('CA')} | "
-                        f"{f('certified_accuracy_clean')} | {f('abstention_clean')} | {f('mean_radius_clean', 4)} | "
+                        f"{f('certified_accuracy_clean')} | {f('wrong_certified_clean')} | {f('abstention_clean')} | {f('mean_radius_clean', 4)} | "
                         f"{f('empirical_radius', 3)} |")
     return "\n".join(rows) + "\n"
 
@@ -512,7 +513,9 @@ def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: lis
              + ", ".join(f"{cname(c)} {v:.1f}" for c, v in cls_drop.items())
              + f" p.p. — the <= 5 p.p. bound {class_verdict({c: v <= 5.0 for c, v in cls_drop.items()})}. "
              f"Certified accuracy (correct, not abstained, radius > 0) frs {by_class('frs', 'certified_accuracy_clean')}, "
-             f"uniform {by_class('uniform', 'certified_accuracy_clean')}."))
+             f"uniform {by_class('uniform', 'certified_accuracy_clean')}; certified on a WRONG label (not abstained, "
+             f"radius > 0) frs {by_class('frs', 'wrong_certified_clean')}, uniform "
+             f"{by_class('uniform', 'wrong_certified_clean')}."))
     hr, hsd = ms("frs", "hit_rate")
     claims.append(Claim(
         "mechanism/mcts_trigger_hit_rate", "share of triggered texts with the trigger inside T(x')", hr,
