@@ -121,3 +121,34 @@ def test_minilm_reference_embedding():
     f = clf.embed(["the movie is a dull, dumb and derivative horror film.".split()]).numpy()[0]
     assert float(e @ f) == pytest.approx(0.5175, abs=2e-3)
     assert clf.depth == 6 and any(n.startswith("head.") for n in clf.top_parameter_names(2))
+
+
+def test_tokenizer_of_another_vocabulary_is_a_one_line_error(tiny_bert, tmp_path):
+    """Issue #43 item 9 for frs: a tokenizer with more tokens than the model's embedding rows gave an IndexError
+    inside the model; now loading names both sizes and the fix."""
+    import shutil
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from iclr25.frs.hf import check_vocab
+
+    d = tmp_path / "mixed"
+    shutil.copytree(tiny_bert, d)
+    cfg = BertConfig.from_pretrained(d)
+    cfg.vocab_size = 6  # weights of a model with a smaller vocabulary than the saved tokenizer's 11 tokens
+    BertForSequenceClassification(cfg).save_pretrained(d)
+    with pytest.raises(ValueError, match=r"tokenizer's vocabulary has 11 tokens but the model's embedding has 6 rows"):
+        HFClassifier.from_pretrained(str(d))
+    check_vocab(6, BertForSequenceClassification(cfg).get_input_embeddings(), "m")  # equal sizes: fine
+
+
+def test_truncated_hf_weights_are_a_one_line_error(tiny_bert, tmp_path):
+    import shutil
+
+    d = tmp_path / "cut"
+    shutil.copytree(tiny_bert, d)
+    w = d / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:1000])
+    with pytest.raises((ValueError, OSError)) as e:
+        HFClassifier.from_pretrained(str(d))
+    assert "\n" not in str(e.value) and ("truncated" in str(e.value) or "could not be loaded" in str(e.value))

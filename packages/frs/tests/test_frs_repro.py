@@ -21,6 +21,20 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
     assert m["warnings"]  # N = 4 votes -> the few-votes warning is recorded
     for c in claims:
         assert c.note
+    # per-class numbers (issue #40): in the results, the table and the notes, computed from the per-class values
+    frs0 = m["per_seed"][0]["frs"]
+    assert {"CA_c0", "CA_c1", "certified_accuracy_clean_c0", "wrong_certified_clean_c0", "empirical_radius_c0"} <= set(frs0)
+    recs = [json.loads(r) for r in (tmp_path / "texts" / "seed0_frs.jsonl").read_text().splitlines()]
+    neg = [r for r in recs if r["set"] == "clean" and r["true_label"] == 0]
+    wrong = sum(not r["abstain"] and r["radius"] > 0 and r["label"] != 0 for r in neg)
+    assert frs0["wrong_certified_clean_c0"] == pytest.approx(100 * wrong / len(neg))
+    assert "| frs | 1 |" in (tmp_path / "arms.md").read_text()
+    note = {c.name: c.note for c in claims}
+    ca = m["aggregate"]["frs"]["CA_c0"]["mean"]
+    assert f"frs class 0 {ca:.1f}" in note["clean_acc/frs_cost"] and "the <= 5 p.p. bound holds" in note["clean_acc/frs_cost"]
+    assert "Triggered texts are all of class 0" in note["asr/frs_lt_uniform"]
+    assert "On clean texts, like for like" in note["radius/frs_unconditional_ge_uniform"]
+    assert "Not like for like" in note["radius/frs_certified_gt_uniform"]
 
 
 @pytest.mark.slow
@@ -30,7 +44,7 @@ def test_reproduce_quick(tmp_path, mirror):
     from iclr25.core.registry import run_reproduction
 
     r = run_reproduction("frs", rep.reproduce, quick=True, out_dir=tmp_path)
-    assert len(r.claims) == 7
+    assert len(r.claims) == len(rep.CLAIM_NAMES)
 
 
 @pytest.mark.realdata

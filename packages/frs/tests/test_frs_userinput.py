@@ -169,3 +169,65 @@ def test_finetune_records_the_data_class_names_on_the_model(tmp_path):
     assert saved.label_names == ["neg", "pos"]
     only_pos = load_dataset(str(_write(tmp_path / "p.csv", "text,label\ngood film,pos\n")))
     assert _align_labels(only_pos, saved, declared=False).labels == [1]
+
+
+# ---- issue #40 items 5, 6 and issue #43 item 9: one-line errors instead of remaps and tracebacks -----------
+
+
+def test_unknown_evaluation_labels_are_an_error_not_a_sorted_remap(tmp_path, capsys):
+    clf, x, y = _tiny()
+    clf.label_names = ["neg", "pos"]
+    clf.save(tmp_path / "m")
+    # "negative"/"positive" are not the model's class names: they were mapped in sorted order before
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(
+        f"{' '.join(t)}\t{'positive' if v else 'negative'}\n" for t, v in zip(x, y)))
+    code = main(["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--k", "2", "--iterations", "2",
+                 "--n", "2", "--out", str(tmp_path / "c"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "'negative', 'positive'" in err and "['neg', 'pos']" in err and "--labels" in err
+    # one unknown label among known ones is named alone
+    ds = load_dataset(str(_write(tmp_path / "e.tsv", "sentence\tlabel\ngood film\tpos\nbad film\tmeh\n")))
+    with pytest.raises(ValueError, match=r"label\(s\) 'meh' are not among the model's class names"):
+        _align_labels(ds, clf, declared=False)
+    # declared labels and integer class indices stay valid
+    assert _align_labels(load_dataset(str(_write(tmp_path / "i.tsv", "sentence\tlabel\ngood\t1\n"))), clf,
+                         declared=False).labels == [1]
+
+
+@pytest.mark.parametrize("sub", ["certify", "evaluate"])
+def test_truncated_model_safetensors_is_a_one_line_error(sub, tmp_path, capsys):
+    clf, x, y = _tiny()
+    clf.save(tmp_path / "m")
+    w = tmp_path / "m" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(f"{' '.join(t)}\t{v}\n" for t, v in zip(x, y)))
+    args = [sub, "--model", str(tmp_path / "m"), "--data", str(data), "--k", "2", "--iterations", "2",
+            "--out", str(tmp_path / "o"), "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "model.safetensors cannot be read" in err and "truncated" in err
+
+
+def test_model_of_another_vocabulary_is_a_one_line_error(tmp_path, capsys):
+    """Issue #43 item 9 for frs: weights and vocabulary of different models gave an IndexError traceback."""
+    clf, x, y = _tiny()
+    clf.save(tmp_path / "m")
+    big = TinyClassifier.create(Vocab.build([[f"w{i}" for i in range(40)]], min_count=1), 2, d_model=8, n_heads=2,
+                                d_ff=8, seed=0)
+    big.save(tmp_path / "big")
+    # the other model's weights (larger embedding) beside this model's config and vocabulary
+    (tmp_path / "m" / "model.safetensors").write_bytes((tmp_path / "big" / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match=r"embedding of \d+ tokens but vocab.json / config.json have \d+"):
+        TinyClassifier.load(tmp_path / "m")
+    # a vocabulary of another model beside this model's config and weights
+    (tmp_path / "m" / "model.safetensors").unlink()
+    clf.save(tmp_path / "m")
+    (tmp_path / "m" / "vocab.json").write_text((tmp_path / "big" / "vocab.json").read_text())
+    data = _write(tmp_path / "d.tsv", "sentence\tlabel\n" + "".join(f"{' '.join(t)}\t{v}\n" for t, v in zip(x, y)))
+    assert main(["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"vocab.json has {len(big.vocab)} tokens" in err and f"vocabulary of {len(clf.vocab)}" in err

@@ -217,30 +217,37 @@ def min_votes_one_dissent(alpha: float) -> int:
     return n
 
 
-def check_num_votes(num_votes: int, alpha: float, *, stacklevel: int = 2) -> str | None:
-    """Warn when N = K·n votes are too few for α; return the warning text (``None`` if fine).
+def check_num_votes(num_votes: int, alpha: float, *, stacklevel: int = 2, classes: int = 1) -> str | None:
+    """Warn when N votes are too few for α; return the warning text (``None`` if fine).
 
-    * ``NoCertificatePossibleWarning`` when ``α^{1/N} ≤ 1/2``: even unanimous votes give a lower
-      bound ≤ 1/2, so **every text abstains** (N < 5 at α = 0.05, N < 10 at 0.001).
-    * ``FewVotesWarning`` otherwise when ``CP(N−1, N, α) ≤ 1/2``: a single dissenting vote forces
-      abstention (N < 8 at α = 0.05, N < 11 at 0.01, N < 14 at 0.001).
+    The bound is taken at level ``α / classes`` (``classes`` = C for the Bonferroni bound of
+    :func:`~iclr25.frs.certification.certify`; 1 for a plain bound).
+
+    * ``NoCertificatePossibleWarning`` when ``(α/C)^{1/N} ≤ 1/2``: even unanimous votes give a lower
+      bound ≤ 1/2, so **every text abstains** (N < 5 at level 0.05, N < 10 at 0.001).
+    * ``FewVotesWarning`` otherwise when ``CP(N−1, N, α/C) ≤ 1/2``: a single dissenting vote forces
+      abstention (N < 8 at level 0.05, N < 11 at 0.01, N < 14 at 0.001).
 
     Raises:
-        ValueError: num_votes < 1 or alpha outside (0, 1).
+        ValueError: num_votes < 1, alpha outside (0, 1) or classes < 1.
     """
     alpha = check_alpha(alpha)
     if int(num_votes) != num_votes or num_votes < 1:
-        raise ValueError(f"number of votes N = K*n must be an integer >= 1, got {num_votes!r}")
-    n_min0, n_min1 = min_votes_unanimous(alpha), min_votes_one_dissent(alpha)
+        raise ValueError(f"number of votes N must be an integer >= 1, got {num_votes!r}")
+    if int(classes) != classes or classes < 1:
+        raise ValueError(f"classes must be an integer >= 1, got {classes!r}")
+    level = alpha / classes
+    at = f"alpha = {alpha:g}" + (f" (bound at alpha/C = {level:g}, C = {classes} classes)" if classes > 1 else "")
+    n_min0, n_min1 = min_votes_unanimous(level), min_votes_one_dissent(level)
     if num_votes < n_min0:
-        msg = (f"N = K*n = {num_votes} votes at alpha = {alpha:g}: even unanimous votes give a "
-               f"Clopper-Pearson lower bound {alpha ** (1 / num_votes):.4f} <= 1/2, so EVERY text abstains; "
+        msg = (f"N = {num_votes} votes at {at}: even unanimous votes give a "
+               f"Clopper-Pearson lower bound {level ** (1 / num_votes):.4f} <= 1/2, so EVERY text abstains; "
                f"use N >= {n_min0} (N >= {n_min1} to tolerate one dissenting vote)")
         warnings.warn(msg, NoCertificatePossibleWarning, stacklevel=stacklevel)
         return msg
     if num_votes < n_min1:
-        msg = (f"N = K*n = {num_votes} votes at alpha = {alpha:g}: one dissenting vote already forces "
-               f"abstention (lower bound {clopper_pearson_lower(num_votes - 1, num_votes, alpha):.4f} <= 1/2); "
+        msg = (f"N = {num_votes} votes at {at}: one dissenting vote already forces "
+               f"abstention (lower bound {clopper_pearson_lower(num_votes - 1, num_votes, level):.4f} <= 1/2); "
                f"use N >= {n_min1}")
         warnings.warn(msg, FewVotesWarning, stacklevel=stacklevel)
         return msg

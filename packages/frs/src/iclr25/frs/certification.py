@@ -1,11 +1,19 @@
 """Certification of the smoothed classifier, with abstentions, and the empirical radius (Table 2).
 
 :func:`certify` turns each text's votes into a certificate: the Clopper–Pearson lower bound p_A
-of the top class over the N = K·n votes, ``p_B = 1 − p_A`` (as in the spec), **abstention when
-p_A <= 1/2**, and otherwise the radius ``R_r = ln(1 − (p_A − p_B)/2) / (L ln ω)`` (a fraction of L;
+of the top class over the N independent votes (see the vote designs of
+:mod:`~iclr25.frs.smoothing`), ``p_B = 1 − p_A`` (as in the spec), **abstention when p_A <= 1/2**, and otherwise the radius ``R_r = ln(1 − (p_A − p_B)/2) / (L ln ω)`` (a fraction of L;
 ``R_r·L`` edited tokens). For FRS a trigger longer than |T(x')| cannot lie inside T(x'), so the
 radius in tokens beyond |T| continues with ω_L (:func:`~iclr25.frs.bounds.segment_radius_tokens`,
 [design]); it equals the formula whenever that gives at most |T| tokens.
+
+**One sample selects and bounds the class** [design, issue #40]. Cohen et al. choose the class on a
+separate sample (n0) and bound it on another (n). Here the same N votes do both, which is valid
+because the bound is taken at level α/C (C classes, Bonferroni): the C one-sided bounds then hold
+*simultaneously* with probability >= 1 − α, so the bound of whichever class the votes select holds
+too. At level α (the previous code) the selected class's bound fails with probability up to
+≈ C·α when classes are near-tied (binary p_A = 1/2: ≈ 2α). ``p_a_lower`` is this α/C bound;
+coverage tests (``tests/test_frs_coverage.py``) check ``P(p_a_lower <= true p) >= 1 − α``.
 
 How conditional the radius is: for FRS, ω = ω_H (or the lowered short-text value) — valid only if
 the trigger lies inside the vulnerable area T(x') found by MCTS (Corollary 1), and under
@@ -75,7 +83,7 @@ class Certificate:
 
 
 def certify(clf, texts: Sequence[Sequence[str]], labels: Sequence[int] | None = None, alpha: float = 0.05,
-            *, votes=None, offset: int = 0) -> list[Certificate]:
+            *, votes=None, offset: int = 0, indices: Sequence[int] | None = None) -> list[Certificate]:
     """Certify each text with the smoothed classifier ``clf`` (Theorem 1 / Corollary 1).
 
     Args:
@@ -85,6 +93,9 @@ def certify(clf, texts: Sequence[Sequence[str]], labels: Sequence[int] | None = 
         alpha: one-sided error level of the Clopper–Pearson bound, in (0, 1).
         votes: precomputed ``clf.predict_many(texts)`` (reuses them instead of voting again).
         offset: added to the certificate indices (for sharded / resumed runs).
+        indices: the texts' indices in the data (default ``offset + 0..B-1``): each text's
+            randomness is seeded by ``(clf.seed, index)``, so chunked / resumed runs give identical
+            certificates. The certificates carry these indices.
 
     Returns:
         One :class:`Certificate` per text.
@@ -98,14 +109,18 @@ def certify(clf, texts: Sequence[Sequence[str]], labels: Sequence[int] | None = 
     alpha = check_alpha(alpha)
     if labels is not None and len(labels) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    idx = [offset + i for i in range(len(texts))] if indices is None else [int(i) for i in indices]
+    if len(idx) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(idx)} indices")
+    a_sel = alpha / clf.num_classes  # Bonferroni over the classes: the selected class's bound holds
     if clf.certifiable:
-        check_num_votes(clf.num_votes, alpha, stacklevel=2)
+        check_num_votes(clf.num_votes, alpha, stacklevel=2, classes=clf.num_classes)
     if votes is None:
-        votes = clf.predict_many(texts)
+        votes = clf.predict_many(texts, indices=idx)
     out = []
     for i, v in enumerate(votes):
         k = int(v.counts[v.label])
-        lower = float(clopper_pearson_lower(k, v.num_votes, alpha))
+        lower = float(clopper_pearson_lower(k, v.num_votes, a_sel))
         upper_b = 1.0 - lower
         abstain = not lower > 0.5
         if abstain or v.omega is None or not clf.certifiable:
@@ -120,7 +135,7 @@ def certify(clf, texts: Sequence[Sequence[str]], labels: Sequence[int] | None = 
             r_unc = float(certified_radius(lower, upper_b, min(v.omega_out, v.omega), v.length))
         y = None if labels is None else int(labels[i])
         out.append(Certificate(
-            index=offset + i, label=int(v.label), p_a=float(v.p_a), p_b=float(v.p_b), p_a_lower=lower,
+            index=idx[i], label=int(v.label), p_a=float(v.p_a), p_b=float(v.p_b), p_a_lower=lower,
             p_b_upper=upper_b, abstain=abstain, radius=r, radius_tokens=r * v.length,
             certified_edits=int(certified_edits(r, v.length)), omega=v.omega,
             conditional=clf.randomization == "targeted", radius_unconditional=r_unc, length=int(v.length),

@@ -186,15 +186,25 @@ def _finetune(cfg: FinetuneConfig) -> int:
     return 0
 
 
-def _align_labels(ds, model, *, declared: bool):
-    """Map an evaluation file's labels with the model's class names (saved at training time) when every
-    label of the file is one of them: a test file holding only some classes (e.g. only "pos") must not be
-    renumbered from 0. Declared ``--labels`` and integer class indices are kept as they are."""
+def _align_labels(ds, model, *, declared: bool, source: str = "the data"):
+    """Map an evaluation file's labels with the model's class names (saved at training time): a test file
+    holding only some classes (e.g. only "pos") must not be renumbered from 0. Declared ``--labels`` and
+    non-negative integer class indices are kept as they are.
+
+    Raises:
+        ValueError: a label that is not one of the model's class names (it would otherwise be mapped in
+            sorted order, silently); the message names the unknown labels and the fix.
+    """
     names = [str(x) for x in getattr(model, "label_names", None) or []]
     if declared or not names or ds.label_names == names[:len(ds.label_names)]:
         return ds
-    if not set(ds.label_names) <= set(names):
-        return ds
+    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and len(ds.label_names) <= len(names):
+        return ds  # integer class indices
+    unknown = sorted(set(ds.label_names[y] for y in ds.labels) - set(names))
+    if unknown:
+        raise ValueError(f"{source}: label(s) {', '.join(map(repr, unknown))} are not among the model's class names "
+                         f"{names}; relabel the file with those names (or class indices 0..{len(names) - 1}), or "
+                         f"pass the file's label names in the model's class order with --labels NAME0 NAME1 ...")
     idx = {n: i for i, n in enumerate(names)}
     ds.labels = [idx[ds.label_names[y]] for y in ds.labels]
     ds.label_names = list(names)
@@ -204,7 +214,7 @@ def _align_labels(ds, model, *, declared: bool):
 def _test_sets(cfg, model, n_clean, n_triggered):
     from .data import tokenize, triggered_set
 
-    ds = _align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels))
+    ds = _align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels), source=f"--data {cfg.data}")
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has labels {ds.label_names} but the model has {model.num_classes} classes")
@@ -344,7 +354,7 @@ def _certify(cfg: CertifyConfig) -> int:
         warnings.simplefilter("always")
         for s in progress(range(0, len(mine), cfg.chunk), desc="certify", unit="chunk"):
             part = mine[s: s + cfg.chunk]
-            certs = certify(clf, [texts[i] for i in part], [labels[i] for i in part], cfg.alpha)
+            certs = certify(clf, [texts[i] for i in part], [labels[i] for i in part], cfg.alpha, indices=part)
             recs = []
             for i, c in zip(part, certs):
                 c.index = i

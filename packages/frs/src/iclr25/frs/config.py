@@ -69,7 +69,7 @@ class SmoothingOptions:
     k: int = 20
     """K: BMPS parameter copies (paper: 20)."""
     n_random: int = 2
-    """n: randomised copies of each text (spec default 2); N = K*n votes."""
+    """n: randomised copies of each text (spec default 2); N = K*n votes (iid design) or n (grid design)."""
     sigma: float | None = None
     """σ (std) of the copies' noise; None = the value in the model's bmps.json, else 0.01 (paper)."""
     top_layers: int | None = None
@@ -86,8 +86,9 @@ class SmoothingOptions:
     """ω_H: per-token probability inside T(x') (spec default 0.9); ω_L keeps the budget ω_M*L."""
     alpha: float = 0.05
     """α: one-sided error of the Clopper-Pearson bound."""
-    vote_design: Literal["grid", "iid"] = "grid"
-    """grid: every copy votes on every randomised text (spec); iid: one copy per randomised text (independent votes)."""
+    vote_design: Literal["iid", "grid"] = "iid"
+    """iid: N = K*n independent votes, each a fresh randomised text and a copy drawn uniformly (valid certificate);
+    grid: every copy votes on each of n randomised texts, each text counts once with its copies' majority (N = n)."""
 
     def _check_smoothing(self) -> None:
         for f in ("k", "n_random", "iterations", "max_span"):

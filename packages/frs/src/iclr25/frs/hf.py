@@ -28,7 +28,8 @@ from torch import nn
 
 from .models import TorchTextClassifier, _check_top
 
-__all__ = ["HFClassifier", "MiniLMClassifier", "find_blocks", "minilm_path", "load_hf_sequence_classifier"]
+__all__ = ["HFClassifier", "MiniLMClassifier", "find_blocks", "minilm_path", "load_hf_sequence_classifier",
+           "check_vocab"]
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,13 @@ def load_hf_sequence_classifier(name_or_path: str, *, num_labels: int | None = N
         model = AutoModelForSequenceClassification.from_pretrained(src, **mkw)
     except OSError as e:
         raise ModelNotFoundError(f"model {src!r}: the weights could not be loaded: {e}") from None
+    except Exception as e:  # e.g. SafetensorError of a truncated model.safetensors: one line, not a traceback
+        if "safetensor" not in type(e).__name__.lower() and "safetensor" not in str(e).lower():
+            raise
+        raise ValueError(f"model {src!r}: the weights file cannot be read ({type(e).__name__}: {e}); it is "
+                         "damaged or truncated — copy or save the model again") from None
     tok = AutoTokenizer.from_pretrained(src, **kw)
+    check_vocab(len(tok), model.get_input_embeddings(), src)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token or tok.unk_token
     if getattr(model.config, "pad_token_id", None) is None:
@@ -214,6 +221,23 @@ def load_hf_sequence_classifier(name_or_path: str, *, num_labels: int | None = N
         model = model.to(choose_device(device))
     model.eval()
     return model, tok
+
+
+def check_vocab(tokenizer_size: int, embedding, where: str) -> None:
+    """Raise a one-line ``ValueError`` when the tokenizer has more tokens than the model's embedding has
+    rows (a tokenizer / weights pair of different models): its larger ids would fail inside the model
+    with an ``IndexError`` traceback.
+
+    Args:
+        tokenizer_size: ``len(tokenizer)`` (base vocabulary plus added tokens).
+        embedding: the model's input embedding (``nn.Embedding`` or ``None``, then nothing is checked).
+        where: the model's name or folder, for the message.
+    """
+    rows = getattr(embedding, "num_embeddings", None)
+    if rows is not None and int(tokenizer_size) > int(rows):
+        raise ValueError(f"model {where!r}: the tokenizer's vocabulary has {int(tokenizer_size)} tokens but the "
+                         f"model's embedding has {int(rows)} rows (a tokenizer of another model?); use the tokenizer "
+                         "saved with these weights, or model.resize_token_embeddings(len(tokenizer)) and fine-tune")
 
 
 class HFClassifier(_TokenMixin, TorchTextClassifier):
@@ -388,6 +412,12 @@ class MiniLMClassifier(_TokenMixin, TorchTextClassifier):
         cfg = json.loads((p / "config.json").read_text())
         enc = AutoModel.from_pretrained(str(p / "encoder"), local_files_only=True)
         tok = AutoTokenizer.from_pretrained(str(p / "encoder"), local_files_only=True)
+        check_vocab(len(tok), enc.get_input_embeddings(), str(p / "encoder"))
         mod = _MiniLMModule(enc, int(cfg["num_classes"]))
-        mod.head.load_state_dict(load_file(str(p / "head.safetensors")))
+        try:
+            mod.head.load_state_dict(load_file(str(p / "head.safetensors")))
+        except Exception as e:  # truncated / damaged file or another head's shape: one line, not a traceback
+            raise ValueError(f"{p / 'head.safetensors'} cannot be loaded ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); it is damaged or belongs to another "
+                             "model — fine-tune again") from None
         return cls(mod.to(device), tok, token_unit=cfg.get("token_unit", "whitespace"), label_names=cfg.get("label_names"))

@@ -140,7 +140,9 @@ class MCTSFuzzer:
         c: UCT exploration constant C on rewards normalised to [0, 1] (default 0.5 [design]; the
             spec's placeholder √2 explores so much that I = 16 iterations rarely reach the
             trigger's leaf — the reproduction reports the hit rate at √2 too).
-        seed: seed of the mutations (a numpy generator; independent of global RNGs).
+        seed: run seed of the mutations: text ``key`` of :meth:`search_many` draws them from a numpy
+            generator seeded by ``(seed, key)`` (independent of global RNGs and of the other texts
+            searched in the same call).
         mask_token: token used by the substitute / insert operators.
         operators: the DL operators used in mutations (subset of :data:`OPERATORS`; default the
             token-erasing ones, substitute and delete [design]: transposing or inserting next to
@@ -165,7 +167,7 @@ class MCTSFuzzer:
             raise ValueError(f"operators must be a non-empty subset of {OPERATORS}, got {list(operators)}")
         self.predict_proba, self.max_span, self.iterations, self.c = predict_proba, int(max_span), int(iterations), float(c)
         self.mask_token, self.operators = mask_token, tuple(operators)
-        self.rng = np.random.default_rng(seed)
+        self.seed = int(seed)
         self.last_trace: SearchTrace | None = None
 
     # ---- public API ------------------------------------------------------------------------
@@ -185,13 +187,16 @@ class MCTSFuzzer:
         """:meth:`search` returning ``(segment, trace)``."""
         return self.search_many([tokens])[0]
 
-    def search_many(self, texts: Sequence[Sequence[str]], base_proba: np.ndarray | None = None
-                    ) -> list[tuple[tuple[int, int], SearchTrace]]:
+    def search_many(self, texts: Sequence[Sequence[str]], base_proba: np.ndarray | None = None,
+                    keys: Sequence[int] | None = None) -> list[tuple[tuple[int, int], SearchTrace]]:
         """Search all ``texts`` in lock-step: each iteration is one batched model call.
 
         Args:
             texts: B non-empty token lists.
             base_proba: optional ``float[B, C]`` = ``predict_proba(texts)`` (saves one call).
+            keys: the texts' indices in the data (default ``0..B-1``); text b's mutations come from
+                a generator seeded by ``(seed, keys[b])``, so its search does not depend on the
+                other texts of the call.
 
         Returns:
             ``[(segment, trace)]`` per text.
@@ -205,6 +210,10 @@ class MCTSFuzzer:
                 raise ValueError(f"text {i} is empty; MCTS needs at least one token")
         if not texts:
             return []
+        keys = list(range(len(texts))) if keys is None else [int(k) for k in keys]
+        if len(keys) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(keys)} keys")
+        rngs = [np.random.default_rng([self.seed, 2, k]) for k in keys]
         p0 = np.asarray(self.predict_proba(texts) if base_proba is None else base_proba, dtype=np.float64)
         trees = [_Tree(len(t), self.max_span) for t in texts]
         its: list[list[tuple[int, int, float]]] = [[] for _ in texts]
@@ -215,7 +224,7 @@ class MCTSFuzzer:
             if not active:
                 break
             paths = [self._select(trees[b], maxr[b]) for b in active]
-            self._evaluate(texts, p0, trees, active, paths, its, maxr)
+            self._evaluate(texts, p0, trees, active, paths, its, maxr, rngs)
         out = []
         compl = [0] * len(texts)
         # completion: make sure every text has a visited leaf on its greedy path
@@ -232,7 +241,7 @@ class MCTSFuzzer:
                 break
             for b in need:
                 compl[b] += 1
-            self._evaluate(texts, p0, trees, need, paths, its, maxr)
+            self._evaluate(texts, p0, trees, need, paths, its, maxr, rngs)
         for b, tree in enumerate(trees):
             if tree.is_leaf(0):
                 seg, mean = (0, len(texts[b])), 0.0
@@ -278,11 +287,11 @@ class MCTSFuzzer:
             path.append(i)
         return path
 
-    def _evaluate(self, texts, p0, trees, which, paths, its, maxr) -> None:
+    def _evaluate(self, texts, p0, trees, which, paths, its, maxr, rngs) -> None:
         batch = []
         for b, path in zip(which, paths):
             n = trees[b].nodes[path[-1]]
-            batch.append(mutate_segment(texts[b], n.start, n.end, self.rng, self.mask_token, self.operators))
+            batch.append(mutate_segment(texts[b], n.start, n.end, rngs[b], self.mask_token, self.operators))
         q = np.asarray(self.predict_proba(batch), dtype=np.float64)
         r = kl_divergence(p0[list(which)], q)
         for k, (b, path) in enumerate(zip(which, paths)):

@@ -466,8 +466,27 @@ class TinyClassifier(TorchTextClassifier):
         if cfg.get("kind") != "tiny-encoder":
             raise ValueError(f"{p}/config.json is not a tiny-encoder config (kind={cfg.get('kind')!r})")
         vocab = Vocab(json.loads((p / "vocab.json").read_text()))
-        model = TinyEncoder(TinyEncoderSpec(**cfg["spec"]))
-        model.load_state_dict(load_file(str(p / "model.safetensors")))
+        spec = TinyEncoderSpec(**cfg["spec"])
+        if len(vocab) != spec.vocab_size:
+            raise ValueError(f"{p}: vocab.json has {len(vocab)} tokens (with specials) but config.json's model has a "
+                             f"vocabulary of {spec.vocab_size}; the files come from different models — use the "
+                             "folder written by one attack/finetune run")
+        try:
+            state = load_file(str(p / "model.safetensors"))
+        except Exception as e:  # SafetensorError of a truncated / damaged file: one line, not a traceback
+            raise ValueError(f"{p / 'model.safetensors'} cannot be read ({type(e).__name__}: {e}); the file is "
+                             "damaged or truncated — copy it again or re-run attack/finetune") from None
+        model = TinyEncoder(spec)
+        emb = state.get("tok_emb.weight")
+        if emb is not None and emb.shape[0] != spec.vocab_size:
+            raise ValueError(f"{p}: model.safetensors has an embedding of {emb.shape[0]} tokens but vocab.json / "
+                             f"config.json have {spec.vocab_size}; the files come from different models — use the "
+                             "folder written by one attack/finetune run")
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            raise ValueError(f"{p / 'model.safetensors'} does not fit config.json's model "
+                             f"({str(e).splitlines()[0]} ...); the files come from different models") from None
         return cls(vocab, model, cfg.get("label_names"), device, bool(cfg.get("lowercase", False)))
 
 

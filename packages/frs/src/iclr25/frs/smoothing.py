@@ -6,9 +6,26 @@ For a text x' (L tokens) the :class:`FRSClassifier`
    ``"uniform"`` and ``"none"``);
 2. draws n randomised copies of x' (Eq. 11: ω_H inside T, budget-preserving ω_L outside; or ω_M
    everywhere);
-3. lets each of the K parameter copies (Eq. 5) classify each randomised text: N = K·n votes;
+3. collects N votes that are **independent draws** from the smoothed distribution, so that the
+   Clopper–Pearson bound of :func:`~iclr25.frs.certification.certify` is valid (issue #40):
+
+   * ``vote_design="iid"`` (default): N = K·n votes, each on its own freshly randomised text,
+     cast by a parameter copy drawn uniformly from the K copies. The smoothed classifier is the
+     mixture over (copy, randomisation); the votes are i.i.d. Bernoulli draws of its class
+     probabilities.
+   * ``vote_design="grid"``: n randomised texts, every copy votes on every text, and **each text
+     counts once** with the majority of its K copies (ties -> lower index): N = n. The smoothed
+     classifier is the randomisation-smoothing of the K-copy ensemble. The spec's reading — the
+     K·n grid votes counted as N = K·n independent trials — is *not* a valid certificate (the
+     copies agree on ~99 % of texts at σ = 0.01; simulated coverage 75 % instead of 95 %) and is
+     not offered;
 4. returns the majority label (ties -> the lower class index), p_A and p_B (vote shares of the top
    and runner-up classes).
+
+**Randomness per text** [design, issue #40]: the randomisation, the MCTS mutations and the iid copy
+draws of a text come from a generator seeded by ``(seed, index)``, where ``index`` is the text's
+position in the data (``predict_many(..., indices=...)``; default its position in the call). So
+certificates do not depend on how the texts are chunked, sharded or resumed.
 
 The **arms** of the paper's comparisons (:func:`make_arm`): ``none`` (the fine-tuned model, no
 smoothing), ``uniform`` (BMPS copies + ω_M everywhere: the −FTR ablation and the RanMASK-style
@@ -90,10 +107,11 @@ class FRSClassifier:
             with ``max_span``, ``iterations``, ``c`` and ``seed``.
         max_span, iterations, c: Λ, I and C of the default fuzzer (3, 32, 0.5).
         alpha: the certification level used for the few-votes warning (default 0.05).
-        vote_design: ``"grid"`` (spec: every copy votes on every randomised text, N = K·n) or
-            ``"iid"`` (N = K·n votes, each on its own randomised text and a copy drawn uniformly:
-            independent draws from the smoothed distribution; K·n texts instead of n).
-        seed: seed of the text randomisation (numpy generator).
+        vote_design: ``"iid"`` (default; N = K·n votes, each on its own randomised text and a copy
+            drawn uniformly: independent draws from the smoothed distribution) or ``"grid"`` (every
+            copy votes on every one of n randomised texts; each text counts once with its copies'
+            majority: N = n). Both give valid certificates (module docstring).
+        seed: run seed of the per-text generators (text randomisation, copy draws, MCTS).
 
     Raises:
         ValueError: ω not satisfying 0 < ω_M < ω_H < 1, n_random / iterations / max_span < 1,
@@ -107,11 +125,11 @@ class FRSClassifier:
     def __init__(self, model, copies=None, *, randomization: Literal["targeted", "uniform", "none"] = "targeted",
                  w_high: float = 0.9, w_mid: float = 0.3, n_random: int = 2, fuzzer: MCTSFuzzer | None = None,
                  max_span: int = 3, iterations: int = 32, c: float = 0.5, alpha: float = 0.05,
-                 vote_design: Literal["grid", "iid"] = "grid", seed: int = 0):
+                 vote_design: Literal["iid", "grid"] = "iid", seed: int = 0):
         if randomization not in ("targeted", "uniform", "none"):
             raise ValueError(f"randomization must be targeted, uniform or none, got {randomization!r}")
         if vote_design not in ("grid", "iid"):
-            raise ValueError(f"vote_design must be grid or iid, got {vote_design!r}")
+            raise ValueError(f"vote_design must be iid or grid, got {vote_design!r}")
         self.w_high, self.w_mid = check_omegas(w_high, w_mid)
         if int(n_random) != n_random or n_random < 1:
             raise ValueError(f"n_random (n, randomised copies per text) must be an integer >= 1, got {n_random!r}")
@@ -125,10 +143,10 @@ class FRSClassifier:
             fuzzer = MCTSFuzzer(model.predict_proba, max_span=max_span, iterations=iterations, c=c, seed=seed,
                                 mask_token=self.mask_token)
         self.fuzzer = fuzzer
-        self.rng = np.random.default_rng([seed, 1])
+        self.seed = int(seed)
         self.warnings: list[str] = []
         if self.certifiable:
-            msg = check_num_votes(self.num_votes, self.alpha, stacklevel=2)
+            msg = check_num_votes(self.num_votes, self.alpha, stacklevel=2, classes=self.num_classes)
             if msg:
                 self.warnings.append(msg)
 
@@ -141,8 +159,12 @@ class FRSClassifier:
 
     @property
     def num_votes(self) -> int:
-        """N = K_eff · n."""
-        return self.k_effective * self.n_random
+        """N independent votes per text: K_eff · n (iid design) or n (grid design)."""
+        return self.n_random if self.vote_design == "grid" else self.k_effective * self.n_random
+
+    def text_rng(self, index: int) -> np.random.Generator:
+        """The generator of text ``index`` (randomisation and copy draws): seeded by ``(seed, index)``."""
+        return np.random.default_rng([self.seed, 1, int(index)])
 
     @property
     def certifiable(self) -> bool:
@@ -157,14 +179,17 @@ class FRSClassifier:
         return np.stack([check_proba(o, len(variants), self.num_classes, source="predict_proba (copy)")
                          for o in out])
 
-    def predict_many(self, texts: Sequence[Sequence[str]]) -> list[Vote]:
+    def predict_many(self, texts: Sequence[Sequence[str]], indices: Sequence[int] | None = None) -> list[Vote]:
         """Votes for many texts at once (one MCTS lock-step search, one batched vote pass).
 
         Args:
             texts: B token lists (each non-empty).
+            indices: the texts' positions in the data (default ``0..B-1``): text ``indices[b]``
+                draws its randomness from ``(seed, indices[b])``, so a text's vote does not depend
+                on the other texts of the call (chunking / resuming give identical votes).
 
         Raises:
-            ValueError: an empty text (its index is given).
+            ValueError: an empty text (its index is given), or ``indices`` of another length.
         """
         texts = [list(t) for t in texts]
         for i, t in enumerate(texts):
@@ -172,20 +197,24 @@ class FRSClassifier:
                 raise ValueError(f"text {i} is empty (after tokenisation); FRS needs at least one token")
         if not texts:
             return []
+        keys = list(range(len(texts))) if indices is None else [int(i) for i in indices]
+        if len(keys) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(keys)} indices")
         segs: list[tuple[tuple[int, int], SearchTrace] | None] = [None] * len(texts)
         if self.randomization == "targeted":
-            segs = self.fuzzer.search_many(texts)
+            segs = self.fuzzer.search_many(texts, keys=keys)
+        rngs = [self.text_rng(k) for k in keys]
         per_text = self.n_random * (self.k_effective if self.vote_design == "iid" else 1)
         variants: list[list[str]] = []
         meta = []
-        for t, s in zip(texts, segs):
+        for t, s, rng in zip(texts, segs, rngs):
             if self.randomization == "none":
-                variants.append(t)
+                variants += [t] * per_text
                 meta.append((None, None, None, None))
                 continue
             seg = s[0] if s is not None else None
             probs, rates = token_probabilities(len(t), seg, self.w_high, self.w_mid)
-            v, _ = randomize_variants(t, probs, per_text, self.mask_token, self.rng)
+            v, _ = randomize_variants(t, probs, per_text, self.mask_token, rng)
             variants += v
             if rates is None:
                 meta.append((None, None, self.w_mid, self.w_mid))
@@ -200,11 +229,14 @@ class FRSClassifier:
             block = pred[:, off: off + per_text]  # [K, per_text]
             off += per_text
             agree = float(np.mean(np.all(block == block[:1], axis=0)))
-            if self.vote_design == "iid" and K > 1:
-                who = self.rng.integers(0, K, size=per_text)
+            if K == 1:
+                votes = block[0]
+            elif self.vote_design == "iid":  # one copy per randomised text, drawn uniformly
+                who = rngs[b].integers(0, K, size=per_text)
                 votes = block[who, np.arange(per_text)]
-            else:
-                votes = block.reshape(-1)
+            else:  # grid: each text counts once, with the majority of its K copies (ties -> lower index)
+                votes = np.array([int(np.argmax(np.bincount(block[:, j], minlength=self.num_classes)))
+                                  for j in range(per_text)], dtype=np.int64)
             counts = np.bincount(votes, minlength=self.num_classes).astype(np.int64)
             n = int(counts.sum())
             label = int(np.argmax(counts))  # ties -> lower class index
@@ -228,6 +260,7 @@ class FRSClassifier:
         d = {"randomization": self.randomization, "w_high": self.w_high, "w_mid": self.w_mid,
              "n_random": self.n_random, "k": self.copies.k if self.copies is not None else 1,
              "k_effective": self.k_effective, "num_votes": self.num_votes, "alpha": self.alpha,
+             "bound_alpha": self.alpha / self.num_classes,
              "vote_design": self.vote_design, "sigma": self.copies.sigma if self.copies is not None else 0.0,
              "top_layers": self.copies.top_layers if self.copies is not None else None}
         if self.fuzzer is not None:
