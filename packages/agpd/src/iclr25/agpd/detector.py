@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from .config import AGPDConfig
-from .gcd import closeness, cvbt, far_end_indices
+from .gcd import closeness, cosine, cvbt
 from .gradients import activation_gradients
-from .stats import js_trace, robust_z, select_stop
+from .stats import js_between, js_trace, robust_z, select_stop
 
 __all__ = ["DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
            "filter_target_class", "detect_from_gradients", "AGPD"]
@@ -143,48 +143,72 @@ def identify_targets(rho: Tensor, cfg: AGPDConfig) -> tuple[int, list[int], Tens
 
 
 def filter_target_class(G: Tensor, g0: Tensor, cfg: AGPDConfig) -> FilterResult:
-    """Algorithm 1: iterative filtering inside one target class.
+    """Algorithm 1 (Stage 3) on one target class, as the official code runs it (BackdoorBench
+    ``detection_pretrain/agpd.py`` with ``stage1_new`` and ``find_small_and_smooth_window_start``).
 
-    Round ``t``: closeness (Eq. 4) of the remaining samples to ``g0`` against the current far end
-    (initially the farthest sample; then the mean gradient of all samples filtered so far, or kept
-    fixed with ``far_update="fixed"``); optionally min-max normalised; samples with closeness
-    ``< tau_s`` (``<= tau_s`` when normalised, as the official code) leave. The loop ends when no
-    sample remains or none leaves. ``JS_t`` compares the closeness histograms of rounds ``t`` and
-    ``t-1``; :func:`~iclr25.agpd.stats.select_stop` gives ``t*`` (for a trace shorter than the
-    window: every filtered round when samples remain, else the round after the largest JS change, so
-    a whole class is never marked); samples that left in rounds ``< t*`` are poisoned.
+    - Round 0: the sample(s) least cosine-similar to ``g0`` (the far end ``x_{n*}``) alone. The first
+      closeness list is the *raw* closeness (Eq. 4) of every other sample against it.
+    - Round ``t >= 1``: far end = mean gradient of every sample flagged so far (``far_update="mean"``;
+      ``"fixed"`` keeps ``x_{n*}``); raw closeness ``s`` of the samples not yet flagged; they leave
+      when ``s < tau_s`` (paper) or, with ``normalize_closeness``, when the min-max normalised value
+      is ``<= tau_s`` (official; a round whose values are all equal removes them all). The loop ends
+      when a round removes nothing or nothing is left.
+    - After each round that removed samples, ``JS_t`` compares the density histograms (``cfg.bins``
+      bins on [0, 1]) of the previous list and of the *raw* closeness of this round's *survivors*,
+      which then become the previous list; a round that leaves no survivor gives ``JS_t = 1``, as in
+      the official code. ``js_values="remaining"`` is the package's earlier reading (a named variant,
+      not the official one): the thresholded values (min-max normalised when ``normalize_closeness``)
+      of *all* samples entering each round, compared round to round.
+    - :func:`~iclr25.agpd.stats.select_stop` gives ``t*`` (window start: official, middle: paper);
+      the samples of rounds ``0 .. t*-1`` are poisoned. A trace shorter than the window, which the
+      official code rejects, is handled as ``select_stop`` documents.
 
     Args:
         G: ``(n, C)`` activation gradients of the class; g0: ``(C,)`` clean basis.
+        cfg: :class:`AGPDConfig`.
+
+    Returns:
+        :class:`FilterResult` (``round_of``: 0 for the initial far end, ``t`` for round ``t``).
     """
     n = len(G)
     round_of = torch.full((n,), -1, dtype=torch.long)
     if n == 0:
         return FilterResult(torch.zeros(0, dtype=torch.bool), round_of, [], 0)
-    remaining = torch.arange(n)
-    far = G[far_end_indices(G, g0, 1)[0]]
-    flagged: list[Tensor] = []
-    rounds: list[np.ndarray] = []
-    t = 0
-    while len(remaining):
-        s = closeness(G[remaining], g0, far)
+    G = G.detach().double()
+    c0 = cosine(G, g0)
+    round_of[c0 == c0.min()] = 0
+    far = G[round_of == 0].mean(0)
+    prev = closeness(G[round_of < 0], g0, far)
+    entering: list[np.ndarray] = []  # js_values="remaining": the thresholded values of every round
+    js: list[float] = []
+    t = 1
+    while (round_of < 0).any():
+        rest = torch.nonzero(round_of < 0).flatten()
+        s = closeness(G[rest], g0, far)
         if cfg.normalize_closeness:
             lo, hi = s.min(), s.max()
-            s = (s - lo) / (hi - lo) if hi > lo else torch.zeros_like(s)
-            leave = s <= cfg.tau_s
+            v = (s - lo) / (hi - lo) if hi > lo else torch.zeros_like(s)
+            leave = v <= cfg.tau_s
         else:
+            v = s
             leave = s < cfg.tau_s
-        rounds.append(s.numpy())
+        entering.append(v.numpy())
         if not leave.any():
             break
-        round_of[remaining[leave]] = t
-        flagged.append(remaining[leave])
-        remaining = remaining[~leave]
+        round_of[rest[leave]] = t
+        surv = s[~leave]
+        if cfg.js_values == "survivors":
+            js.append(1.0 if len(prev) == 0 or len(surv) == 0
+                      else js_between(surv, prev, bins=cfg.bins, distance=cfg.js_distance))
+        prev = surv
         if cfg.far_update == "mean":
-            far = G[torch.cat(flagged)].double().mean(0)
+            far = G[round_of >= 0].mean(0)
         t += 1
-    js = js_trace(rounds, bins=cfg.bins, distance=cfg.js_distance)
-    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule, exhausted=len(remaining) == 0)
+    if cfg.js_values == "remaining":
+        js = js_trace(entering, bins=cfg.bins, distance=cfg.js_distance)
+    exhausted = not (round_of < 0).any()
+    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule, exhausted=exhausted,
+                       ends_empty=exhausted and cfg.js_values == "survivors")
     return FilterResult((round_of >= 0) & (round_of < stop), round_of, js, stop)
 
 
