@@ -31,10 +31,14 @@ def _check(name: str, v, ok, rule: str) -> None:
 
 @dataclass
 class AGPDConfig:
-    """AGPD hyper-parameters. ``None`` fields take the ``variant``'s value (see :data:`VARIANTS`)."""
+    """AGPD hyper-parameters. ``None`` fields take the ``variant``'s value (see :data:`VARIANTS`).
 
-    variant: Literal["paper", "backdoorbench"] = "paper"
-    """'paper' (the paper's text) or 'backdoorbench' (the official code's choices)."""
+    The default variant is ``"backdoorbench"`` (the official code), the one that detects; the paper
+    text's raw ``s < tau_s`` (``variant="paper"``) flags at most the far sample on real models."""
+
+    variant: Literal["paper", "backdoorbench"] = "backdoorbench"
+    """'backdoorbench' (the official code's choices; the default: it is the one that detects) or 'paper'
+    (the paper's text: raw closeness s < tau_s, which on real models flags only the far sample)."""
     tau_z: float = math.e ** 2
     """Target-class threshold on the robust z-score of the CVBT (Sec. 4.2: e^2)."""
     tau_s: float = 0.05
@@ -166,7 +170,7 @@ class DetectConfig(CommonOptions):
     data: Path
     """Folder written by 'poison'."""
     model: Path
-    """Folder written by 'train'."""
+    """The model.pt written by 'train', or its folder."""
     agpd: AGPDConfig = field(default_factory=AGPDConfig)
     baselines: tuple[str, ...] = ("spectral", "ac")
     """Baselines to run on penultimate features: spectral, ac."""
