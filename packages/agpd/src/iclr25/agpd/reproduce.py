@@ -34,11 +34,13 @@ __all__ = ["reproduce", "SETTINGS", "claims_from_experiments"]
 
 log = logging.getLogger("iclr25.agpd")
 
+#: ``records`` versions what an experiment record holds; a record made by older detection code (before
+#: the issue-41 Stage 3) has another version and is not reused.
 SETTINGS = {
-    True: dict(data="digits", epochs=15, model="small", augment=False),
+    True: dict(data="digits", epochs=15, model="small", augment=False, records=2),
     # Full: sized to the time budget (the spec's 30 epochs with crop + flip cost ~85 CPU-s per epoch per
     # model with one thread, ~2.3 h per seed; 12 epochs with crop + flip did not learn the backdoor).
-    False: dict(data="cifar10-subset", epochs=6, model="small", augment=False),
+    False: dict(data="cifar10-subset", epochs=6, model="small", augment=False, records=2),
 }
 ATTACKS = ("badnets", "blended")
 #: An FPR claim is read only when AGPD found at least this share (%) of the poisoned samples in every seed:
