@@ -84,6 +84,11 @@ def _gap_note(ours: list[float], base: list[float]) -> str:
             + f", per seed {[round(float(x), 2) for x in d]}; gap exceeds seed spread: {exceeds}")
 
 
+def _how(targets, fallback) -> str:
+    """How the targets of one run were named: 'none named', 'rho fallback' or 'z-score'."""
+    return "none named" if not targets else ("rho fallback" if fallback else "z-score")
+
+
 def _given(e: dict, v: str) -> dict | None:
     return e["agpd"][v].get("given_target")
 
@@ -118,7 +123,7 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
         M10 = [e["agpd"].get("backdoorbench-m10") for e in E]
         SP = [e["baselines"]["spectral"] for e in E]
         AC = [e["baselines"]["ac"] for e in E]
-        how = ["fallback" if d.get("fallback") else "z-score" for d in D]
+        how = [_how(d.get("target_classes"), d.get("fallback")) for d in D]
         ctx = (f"{scale}; {n} seed(s); ACC {_ms([_pct(e['acc']) for e in E])}, ASR {_ms([_pct(e['asr']) for e in E])}; "
                f"{DEFAULT} (default) targets per seed {[d['target_classes'] for d in D]} (true: 0; named by "
                f"{how}), z of the target {[round(d['target_z'], 2) for d in D if 'target_z' in d]}; paper variant "
@@ -151,7 +156,7 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                 paper="Remark after Eq. 4: averaging m far-end vectors",
                 note=f"backdoorbench variant with m = ceil(0.1 n_k); z of the target per seed "
                      f"{[round(m['target_z'], 2) for m in M10]}; targets {[m['target_classes'] for m in M10]} "
-                     f"(named by {['fallback' if m.get('fallback') else 'z-score' for m in M10]})"))
+                     f"(named by {[_how(m['target_classes'], m.get('fallback')) for m in M10]})"))
         claims += [
             Claim(f"{a}/tpr_agpd_vs_spectral", f"TPR (%) ({DEFAULT})", _mean(tpr),
                   baseline=_mean([_pct(x["TPR"]) for x in SP]), margin=1.0, paper=PAPER[a],
@@ -225,7 +230,7 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                 paper="target classes cross tau_z = e^2 (Sec. 4.2)",
                 note=f"clean model's gradients, {PL[0]['n_planted']} of class 0's samples negated at every layer; "
                      f"targets per seed {[pl['targets'] for pl in PL]} (named by "
-                     f"{['fallback' if pl['fallback'] else 'z-score' for pl in PL]}), z of class 0 "
+                     f"{[_how(pl['targets'], pl['fallback']) for pl in PL]}), z of class 0 "
                      f"{[round(pl['z_target'], 1) for pl in PL]} at {[pl['layer'] for pl in PL]} (tau_z "
                      f"{np.e**2:.2f}); Stage 3 on the plant TPR {_ms([_pct(pl['TPR']) for pl in PL])} FPR "
                      f"{_ms([_pct(pl['FPR']) for pl in PL])}"))
