@@ -109,3 +109,26 @@ def test_wrong_keys_and_wrong_architecture_are_clean_errors(tmp_path, capsys):
     assert main(["detect", "--data", str(d), "--model", str(m), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "does not fit a 'preactresnet18' model" in err and "Traceback" not in err
+
+
+def test_train_same_seed_is_identical_and_detect_takes_a_model_file(tmp_path, capsys):
+    """Issue 41 items 2-3: two 'train --seed 0' runs give the same weights (the model used to be built
+    before seeding); 'detect --model' takes the model.pt file as well as its folder, and a missing
+    file or a folder without model.pt is a one-line error."""
+    d = tmp_path / "data"
+    assert main(["poison", "--out", str(d), "--quiet"]) == 0
+    torch.manual_seed(123)  # whatever the global RNG state, --seed decides
+    for name in ("a", "b"):
+        assert main(["train", "--data", str(d), "--out", str(tmp_path / name), "--epochs", "1", "--seed", "0",
+                     "--quiet"]) == 0
+        torch.rand(7)
+    a, b = (load_checkpoint(tmp_path / n / "model.pt")["model"] for n in "ab")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    capsys.readouterr()
+    assert main(["detect", "--data", str(d), "--model", str(tmp_path / "a" / "model.pt"), "--baselines",
+                 "--quiet", "--out", str(tmp_path / "det")]) == 0
+    assert capsys.readouterr().out.startswith("AGPD (backdoorbench): targets")
+    for bad, needle in ((tmp_path / "a" / "nope.pt", "does not exist"), (tmp_path, "has no model.pt")):
+        assert main(["detect", "--data", str(d), "--model", str(bad), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -11,8 +11,9 @@ from iclr25.core.registry import run_reproduction
 NAMES = [n for a in ("badnets", "blended")
          for n in ([f"{a}/{c}" for c in ("asr_before_detection", "target_identified", "target_identified_m10",
                                          "tpr_agpd_vs_spectral", "tpr_agpd_vs_ac", "fpr_agpd", "f1_agpd")]
-                   + [f"mechanism/{a}_target_rank", f"mechanism/{a}_inclass_separation"])]
-NAMES += ["clean/no_target_class", "clean/no_target_class_m10"]
+                   + [f"mechanism/stage3_given_target_{a}_tpr", f"mechanism/stage3_given_target_{a}_fpr",
+                      f"mechanism/{a}_target_rank", f"mechanism/{a}_inclass_separation"])]
+NAMES += ["clean/no_target_class", "clean/target_named_when_planted", "clean/no_target_class_m10"]
 
 
 def test_reproduce_tiny_writes_results(tmp_path, monkeypatch):
@@ -49,9 +50,13 @@ def test_reproduce_tiny_writes_results(tmp_path, monkeypatch):
 
 
 def test_claims_follow_the_numbers():
-    def exp(targets, tpr, fpr, f1, rank=1, ratio=2.0, asr=0.95):
+    def exp(targets, tpr, fpr, f1, rank=1, ratio=2.0, asr=0.95, planted=(0,)):
+        given = {"layer": "l", "TPR": tpr, "FPR": fpr, "stop": 12, "js_len": 40}
         m = {"TPR": tpr, "FPR": fpr, "F1": f1, "target_classes": targets, "layer": "l", "z": [9.0] + [0.0] * 9,
-             "fallback": False, "n_flagged": 1, "target_rank": rank, "target_z": 9.0}
+             "fallback": False, "n_flagged": 1, "target_rank": rank, "target_z": 9.0, "given_target": given,
+             "given_target_per_layer": {"l": given},
+             "planted": {"targets": list(planted), "fallback": False, "layer": "l", "z_target": 50.0,
+                         "n_planted": 13, "TPR": 1.0, "FPR": 0.0, "F1": 1.0}}
         sep = {"l": {"angle_deg": 40.0, "clean_spread_deg": 40.0 / ratio, "ratio": ratio}}
         return {"acc": 0.9, "asr": asr, "agpd": {"paper": m, "backdoorbench": m, "backdoorbench-m10": m},
                 "baselines": {"spectral": {"TPR": 0.2, "FPR": 0.03}, "ac": {"TPR": 0.1, "FPR": 0.01}},
@@ -60,8 +65,13 @@ def test_claims_follow_the_numbers():
     good = R.claims_from_experiments([{"badnets": exp([0], 0.95, 0.01, 0.93), "clean": exp([], 0, 0, 0)}] * 2, "t")
     assert all(c.holds for c in good), [c.name for c in good if not c.holds]
     bad = R.claims_from_experiments({"badnets": exp([3], 0.0, 0.001, 0.0, rank=4, ratio=0.5, asr=0.5),
-                                     "clean": exp([4], 0, 0, 0)}, "t")
-    assert not any(c.holds for c in bad), [c.name for c in bad if c.holds]
+                                     "clean": exp([4], 0, 0, 0, planted=())}, "t")
+    assert not any(c.holds for c in bad if not c.name.endswith("_fpr")), [c.name for c in bad if c.holds]
+    assert {c.name for c in bad} >= {"mechanism/stage3_given_target_badnets_tpr", "clean/target_named_when_planted"}
+    # "no target on the clean model" is paired with a planted certain target: naming nothing fails the pair
+    silent = R.claims_from_experiments({"clean": exp([], 0, 0, 0, planted=())}, "t")
+    assert [(c.name, c.holds) for c in silent][:2] == [("clean/no_target_class", True),
+                                                       ("clean/target_named_when_planted", False)]
     fpr = next(c for c in bad if c.name == "badnets/fpr_agpd")  # FPR 0.1 % but TPR 0: vacuous, not held
     assert math.isnan(fpr.ours) and "not meaningful" in fpr.note
     # one poisoned sample of 400 found and 4 clean ones flagged (full run, seed 0): FPR 0.1 %, still void

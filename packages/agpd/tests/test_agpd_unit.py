@@ -26,7 +26,7 @@ def _one_thread():
 
 
 def test_config_variants_fill_defaults_and_overrides_win():
-    p, b = AGPDConfig(), AGPDConfig(variant="backdoorbench")
+    p, b = AGPDConfig(variant="paper"), AGPDConfig(variant="backdoorbench")
     for k, v in VARIANTS["paper"].items():
         assert getattr(p, k) == v
     for k, v in VARIANTS["backdoorbench"].items():
@@ -95,7 +95,7 @@ def test_clean_bases_errors_and_choice():
 
 
 def test_filter_fixed_far_end_and_empty_class():
-    cfg = AGPDConfig(far_update="fixed")
+    cfg = AGPDConfig(variant="paper", far_update="fixed")
     G = torch.cat([torch.tensor([[1.0, 0.0]]).repeat(5, 1), torch.tensor([[-1.0, 0.1]]).repeat(3, 1)])
     fr = filter_target_class(G, torch.tensor([1.0, 0.0]), cfg)
     assert fr.poison.tolist() == [False] * 5 + [True] * 3
@@ -258,3 +258,23 @@ def test_pixel_range_warning_and_label_range_error():
     with pytest.raises(ValueError, match="label 12 at index 3 but the model has 10 outputs"):
         check_label_range(model, x, torch.tensor([0, 1, 2, 12, 4, 5, 6, 7]))
     assert model.training  # the probe forward restored train mode
+
+
+def test_default_variant_is_the_one_that_detects():
+    """Issue 41 item 4: AGPD(model) and AGPDConfig() use the official code's variant."""
+    assert AGPDConfig().variant == "backdoorbench" and AGPDConfig().normalize_closeness
+    assert AGPD(small_preact_cnn(10, 1)).config.variant == "backdoorbench"
+
+
+def test_near_chance_model_is_warned_about():
+    """Issue 41 item 5: an untrained model (clean accuracy near chance) is named, not accepted silently."""
+    from iclr25.agpd.detector import check_model_fit
+
+    with pytest.warns(UserWarning, match="8.0 % of the 100 clean samples"):
+        assert check_model_fit(0.08, 10, 100) is True
+    assert check_model_fit(0.5, 10, 100) is False
+    torch.manual_seed(0)
+    net = small_preact_cnn(10, 1).eval()
+    x, y = torch.rand(60, 1, 8, 8), torch.arange(60) % 10
+    with pytest.warns(UserWarning, match=r"chance 10\.0 %"):
+        AGPD(net, fallback_rho=None).detect(x, y, x[:30], y[:30])

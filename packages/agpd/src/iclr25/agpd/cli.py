@@ -43,7 +43,7 @@ def _device(name: str) -> str:
     return str(choose_device(name))
 
 
-def _load(path: Path, what: str, hint: str) -> dict:
+def _load(path: Path, what: str, hint: str, kind: str | None = None) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: {what} (run '{hint}' first)")
     import torch
@@ -53,10 +53,24 @@ def _load(path: Path, what: str, hint: str) -> dict:
     except Exception as e:  # unpickling errors come in many types
         raise ValueError(f"{path} is not {what} written by '{hint}' ({type(e).__name__}: {e}); "
                          f"re-run '{hint}'") from None
-    missing = [k for k in _KEYS.get(path.name, ()) if not isinstance(d, dict) or k not in d]
+    missing = [k for k in _KEYS.get(kind or path.name, ()) if not isinstance(d, dict) or k not in d]
     if missing:
         raise ValueError(f"{path} is not {what} written by '{hint}': missing {missing}; re-run '{hint}'")
     return d
+
+
+def _model_file(path: Path) -> Path:
+    """``--model``: a model.pt file written by 'train', or the folder holding one."""
+    if path.is_dir():
+        f = path / "model.pt"
+        if not f.is_file():
+            raise FileNotFoundError(f"--model {path}: the folder has no model.pt (give the folder or the model.pt "
+                                    "written by 'iclr25-agpd train')")
+        return f
+    if not path.exists():
+        raise FileNotFoundError(f"--model {path} does not exist: give the folder or the model.pt written by "
+                                "'iclr25-agpd train'")
+    return path
 
 
 def cmd_poison(cfg: PoisonConfig) -> int:
@@ -88,6 +102,7 @@ def cmd_train(cfg: TrainConfig) -> int:
 
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
     meta = d["meta"]
+    torch.manual_seed(cfg.seed)  # the initial weights too: two runs with the same --seed are identical
     net = build_model(cfg.model, meta["num_classes"], d["x_bd"].shape[1])
     cfg.out.mkdir(parents=True, exist_ok=True)
     train_classifier(net, d["x_bd"], d["y_bd"], epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
@@ -119,12 +134,12 @@ def cmd_detect(cfg: DetectConfig) -> int:
     from .pipeline import build_model
 
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
-    m = _load(cfg.model / "model.pt", "the trained model", "iclr25-agpd train")
+    m = _load(_model_file(cfg.model), "the trained model", "iclr25-agpd train", kind="model.pt")
     net = build_model(m["meta"]["model"], m["meta"]["num_classes"], m["meta"]["in_channels"])
     try:
         net.load_state_dict(m["model"])
     except RuntimeError as e:
-        raise ValueError(f"{cfg.model / 'model.pt'} does not fit a '{m['meta']['model']}' model with "
+        raise ValueError(f"{_model_file(cfg.model)} does not fit a '{m['meta']['model']}' model with "
                          f"{m['meta']['num_classes']} classes ({str(e).splitlines()[0]}); re-run 'iclr25-agpd train'") from None
     if d["x_bd"].shape[1] != m["meta"]["in_channels"]:
         raise ValueError(f"the data set has {d['x_bd'].shape[1]} channels but the model was trained on "

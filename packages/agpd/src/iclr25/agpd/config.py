@@ -31,10 +31,14 @@ def _check(name: str, v, ok, rule: str) -> None:
 
 @dataclass
 class AGPDConfig:
-    """AGPD hyper-parameters. ``None`` fields take the ``variant``'s value (see :data:`VARIANTS`)."""
+    """AGPD hyper-parameters. ``None`` fields take the ``variant``'s value (see :data:`VARIANTS`).
 
-    variant: Literal["paper", "backdoorbench"] = "paper"
-    """'paper' (the paper's text) or 'backdoorbench' (the official code's choices)."""
+    The default variant is ``"backdoorbench"`` (the official code), the one that detects; the paper
+    text's raw ``s < tau_s`` (``variant="paper"``) flags at most the far sample on real models."""
+
+    variant: Literal["paper", "backdoorbench"] = "backdoorbench"
+    """'backdoorbench' (the official code's choices; the default: it is the one that detects) or 'paper'
+    (the paper's text: raw closeness s < tau_s, which on real models flags only the far sample)."""
     tau_z: float = math.e ** 2
     """Target-class threshold on the robust z-score of the CVBT (Sec. 4.2: e^2)."""
     tau_s: float = 0.05
@@ -53,8 +57,13 @@ class AGPDConfig:
     m = 200 is ~4% of a 5,000-sample CIFAR-10 class); the CPU preset uses 0.1."""
     far_update: Literal["mean", "fixed"] = "mean"
     """Far end of the filtering: mean gradient of the samples filtered so far, or the initial farthest sample."""
-    bins: int = 100
-    """Histogram bins on [0, 1] for the JS trace (official code: 100)."""
+    bins: int = 99
+    """Histogram bins on [0, 1] for the JS trace (official code: np.linspace(0, 1, 100) edges = 99 bins)."""
+    js_values: Literal["survivors", "remaining"] = "survivors"
+    """What the JS trace compares round to round: the raw closeness of each round's survivors (official
+    code and both variants), or 'remaining': the thresholded values of all samples entering each round
+    (min-max normalised when normalize_closeness; this package's reading before issue 41, kept as a
+    named variant: it stops the filtering after the first few rounds on real gradients)."""
     seed: int = 0
     """Chooses the clean basis sample when basis='single'."""
     basis: Literal["single", "mean"] | None = None
@@ -80,6 +89,8 @@ class AGPDConfig:
         for k, v in VARIANTS[self.variant].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
+        if self.js_values not in ("survivors", "remaining"):
+            raise ValueError(f"js_values must be 'survivors' (official) or 'remaining', got {self.js_values!r}")
         _check("tau_s", self.tau_s, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
         _check("tau_z", self.tau_z, lambda v: v > 0, "> 0")
         _check("beta", self.beta, lambda v: v >= 0, ">= 0")
@@ -159,7 +170,7 @@ class DetectConfig(CommonOptions):
     data: Path
     """Folder written by 'poison'."""
     model: Path
-    """Folder written by 'train'."""
+    """The model.pt written by 'train', or its folder."""
     agpd: AGPDConfig = field(default_factory=AGPDConfig)
     baselines: tuple[str, ...] = ("spectral", "ac")
     """Baselines to run on penultimate features: spectral, ac."""

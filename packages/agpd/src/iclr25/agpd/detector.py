@@ -7,7 +7,9 @@ runs on synthetic gradients too); :class:`AGPD` computes them from a model first
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,11 +18,13 @@ import torch
 from torch import Tensor, nn
 
 from .config import AGPDConfig
-from .gcd import closeness, cvbt, far_end_indices
+from .gcd import closeness, cosine, cvbt
 from .gradients import activation_gradients
-from .stats import js_trace, robust_z, select_stop
+from .stats import js_between, js_trace, robust_z, select_stop
 
-__all__ = ["DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
+log = logging.getLogger("iclr25.agpd")
+
+__all__ = ["check_model_fit", "DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
            "filter_target_class", "detect_from_gradients", "AGPD"]
 
 
@@ -143,49 +147,93 @@ def identify_targets(rho: Tensor, cfg: AGPDConfig) -> tuple[int, list[int], Tens
 
 
 def filter_target_class(G: Tensor, g0: Tensor, cfg: AGPDConfig) -> FilterResult:
-    """Algorithm 1: iterative filtering inside one target class.
+    """Algorithm 1 (Stage 3) on one target class, as the official code runs it (BackdoorBench
+    ``detection_pretrain/agpd.py`` with ``stage1_new`` and ``find_small_and_smooth_window_start``).
 
-    Round ``t``: closeness (Eq. 4) of the remaining samples to ``g0`` against the current far end
-    (initially the farthest sample; then the mean gradient of all samples filtered so far, or kept
-    fixed with ``far_update="fixed"``); optionally min-max normalised; samples with closeness
-    ``< tau_s`` (``<= tau_s`` when normalised, as the official code) leave. The loop ends when no
-    sample remains or none leaves. ``JS_t`` compares the closeness histograms of rounds ``t`` and
-    ``t-1``; :func:`~iclr25.agpd.stats.select_stop` gives ``t*`` (for a trace shorter than the
-    window: every filtered round when samples remain, else the round after the largest JS change, so
-    a whole class is never marked); samples that left in rounds ``< t*`` are poisoned.
+    - Round 0: the sample(s) least cosine-similar to ``g0`` (the far end ``x_{n*}``) alone. The first
+      closeness list is the *raw* closeness (Eq. 4) of every other sample against it.
+    - Round ``t >= 1``: far end = mean gradient of every sample flagged so far (``far_update="mean"``;
+      ``"fixed"`` keeps ``x_{n*}``); raw closeness ``s`` of the samples not yet flagged; they leave
+      when ``s < tau_s`` (paper) or, with ``normalize_closeness``, when the min-max normalised value
+      is ``<= tau_s`` (official; a round whose values are all equal removes them all). The loop ends
+      when a round removes nothing or nothing is left.
+    - After each round that removed samples, ``JS_t`` compares the density histograms (``cfg.bins``
+      bins on [0, 1]) of the previous list and of the *raw* closeness of this round's *survivors*,
+      which then become the previous list; a round that leaves no survivor gives ``JS_t = 1``, as in
+      the official code. ``js_values="remaining"`` is the package's earlier reading (a named variant,
+      not the official one): the thresholded values (min-max normalised when ``normalize_closeness``)
+      of *all* samples entering each round, compared round to round.
+    - :func:`~iclr25.agpd.stats.select_stop` gives ``t*`` (window start: official, middle: paper);
+      the samples of rounds ``0 .. t*-1`` are poisoned. A trace shorter than the window, which the
+      official code rejects, is handled as ``select_stop`` documents.
 
     Args:
         G: ``(n, C)`` activation gradients of the class; g0: ``(C,)`` clean basis.
+        cfg: :class:`AGPDConfig`.
+
+    Returns:
+        :class:`FilterResult` (``round_of``: 0 for the initial far end, ``t`` for round ``t``).
     """
     n = len(G)
     round_of = torch.full((n,), -1, dtype=torch.long)
     if n == 0:
         return FilterResult(torch.zeros(0, dtype=torch.bool), round_of, [], 0)
-    remaining = torch.arange(n)
-    far = G[far_end_indices(G, g0, 1)[0]]
-    flagged: list[Tensor] = []
-    rounds: list[np.ndarray] = []
-    t = 0
-    while len(remaining):
-        s = closeness(G[remaining], g0, far)
+    G = G.detach().double()
+    c0 = cosine(G, g0)
+    round_of[c0 == c0.min()] = 0
+    far = G[round_of == 0].mean(0)
+    prev = closeness(G[round_of < 0], g0, far)
+    entering: list[np.ndarray] = []  # js_values="remaining": the thresholded values of every round
+    js: list[float] = []
+    t = 1
+    while (round_of < 0).any():
+        rest = torch.nonzero(round_of < 0).flatten()
+        s = closeness(G[rest], g0, far)
         if cfg.normalize_closeness:
             lo, hi = s.min(), s.max()
-            s = (s - lo) / (hi - lo) if hi > lo else torch.zeros_like(s)
-            leave = s <= cfg.tau_s
+            v = (s - lo) / (hi - lo) if hi > lo else torch.zeros_like(s)
+            leave = v <= cfg.tau_s
         else:
+            v = s
             leave = s < cfg.tau_s
-        rounds.append(s.numpy())
+        entering.append(v.numpy())
         if not leave.any():
             break
-        round_of[remaining[leave]] = t
-        flagged.append(remaining[leave])
-        remaining = remaining[~leave]
+        round_of[rest[leave]] = t
+        surv = s[~leave]
+        if cfg.js_values == "survivors":
+            js.append(1.0 if len(prev) == 0 or len(surv) == 0
+                      else js_between(surv, prev, bins=cfg.bins, distance=cfg.js_distance))
+        prev = surv
         if cfg.far_update == "mean":
-            far = G[torch.cat(flagged)].double().mean(0)
+            far = G[round_of >= 0].mean(0)
         t += 1
-    js = js_trace(rounds, bins=cfg.bins, distance=cfg.js_distance)
-    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule, exhausted=len(remaining) == 0)
+    if cfg.js_values == "remaining":
+        js = js_trace(entering, bins=cfg.bins, distance=cfg.js_distance)
+    exhausted = not (round_of < 0).any()
+    stop = select_stop(js, cfg.window, cfg.beta, cfg.stop_rule, exhausted=exhausted,
+                       ends_empty=exhausted and cfg.js_values == "survivors")
     return FilterResult((round_of >= 0) & (round_of < stop), round_of, js, stop)
+
+
+#: Clean accuracy below this multiple of chance (1/K) makes :func:`check_model_fit` warn.
+NEAR_CHANCE = 2.0
+
+
+def check_model_fit(clean_acc: float, num_classes: int, n_clean: int) -> bool:
+    """Warn (``UserWarning`` + log) when the model classifies the defender's clean set near chance:
+    below ``NEAR_CHANCE / K`` (20 % for 10 classes). AGPD reads the gradients of a model trained on
+    the untrustworthy set; an untrained model, the wrong weights or inputs normalised differently
+    from training give gradients that say nothing about a backdoor. Returns True when it warned."""
+    if clean_acc < NEAR_CHANCE / num_classes:
+        msg = (f"the model classifies only {100 * clean_acc:.1f} % of the {n_clean} clean samples correctly "
+               f"(chance {100 / num_classes:.1f} % for {num_classes} classes): AGPD's gradients mean nothing for a "
+               "model that has not learned the task; check the model file, its training and the input "
+               "normalisation")
+        warnings.warn(msg, UserWarning, stacklevel=3)
+        log.warning(msg)
+        return True
+    return False
 
 
 def detect_from_gradients(grads: Mapping[str, Tensor], labels: Tensor, clean_grads: Mapping[str, Tensor],
@@ -197,8 +245,9 @@ def detect_from_gradients(grads: Mapping[str, Tensor], labels: Tensor, clean_gra
         grads: ``{layer: (N, C_l)}`` gradients of the untrustworthy set (w.r.t. the given labels).
         labels: ``(N,)`` int64 given labels.
         clean_grads: ``{layer: (M, C_l)}`` gradients of the defender's clean set; clean_labels ``(M,)``.
-        cfg: :class:`AGPDConfig` (default: the paper variant).
-        clean_correct: ``(M,)`` bool, whether the model classifies each clean sample correctly.
+        cfg: :class:`AGPDConfig` (default: the backdoorbench variant, the official code's).
+        clean_correct: ``(M,)`` bool, whether the model classifies each clean sample correctly (a clean
+            accuracy near chance is warned about: :func:`check_model_fit`).
         num_classes: K (default: the largest label + 1).
 
     Returns:
@@ -217,6 +266,8 @@ def detect_from_gradients(grads: Mapping[str, Tensor], labels: Tensor, clean_gra
             raise ValueError(f"layer {name}: {len(grads[name])} gradients for {len(labels)} labels, "
                              f"{len(clean_grads[name])} clean gradients for {len(clean_labels)} clean labels")
     K = num_classes or int(max(labels.max(), clean_labels.max())) + 1
+    if clean_correct is not None and len(clean_correct):
+        check_model_fit(float(clean_correct.double().mean()), K, len(clean_correct))
     bases = {n: clean_bases(clean_grads[n], clean_labels, K, cfg.basis, clean_correct, cfg.seed) for n in grads}
     rho = cvbt_matrix(grads, labels, bases, K, cfg.m, cfg.include_far, cfg.m_fraction)
     li, targets, z, fallback = identify_targets(rho, cfg)
@@ -239,12 +290,20 @@ class AGPD:
         model: the classifier trained on the untrustworthy set (logits ``(N, K)``).
         layers: candidate layers (names in ``model.named_modules()``); default: every 3x3 conv of
             the residual blocks but the last (:func:`~iclr25.agpd.models.candidate_layers`).
-        config: :class:`AGPDConfig`; or give its fields as keywords (``variant="backdoorbench"``,
+        config: :class:`AGPDConfig`; or give its fields as keywords (``variant="paper"``,
             ``tau_s=0.05``).
+
+    Which variant: the default, ``variant="backdoorbench"`` (the official code's choices: min-max
+    normalised closeness ``<= tau_s`` per round, JS distance, window start), is the one that detects.
+    ``variant="paper"`` thresholds the *raw* closeness ``s < 0.05``, which needs a sample's gradient to
+    be about 19 times closer (in ``1 - cos``) to the far end than to the clean basis; on real models
+    only the far sample itself passes, so the paper variant flags at most one sample per target class
+    (digits quick runs: 1 of 135 poisoned). It separates only planted, widely split gradients
+    (``iclr25-agpd demo``). Use it to study the paper's text, not to detect.
 
     Example::
 
-        det = AGPD(model, variant="paper")
+        det = AGPD(model)                       # backdoorbench variant (official code), the default
         res = det.detect(x_bd, y_bd, x_clean, y_clean)
         res.target_classes, res.poison_mask.sum()
     """

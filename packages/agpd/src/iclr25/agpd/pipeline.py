@@ -25,14 +25,14 @@ from .metrics import detection_metrics
 from .models import candidate_layers, preact_resnet18, small_preact_cnn
 from .train import accuracy, train_classifier
 
-__all__ = ["build_model", "poison_dataset", "run_experiment", "oracle_auroc", "DETECTORS", "detector_config",
+__all__ = ["build_model", "poison_dataset", "run_experiment", "planted_target_check", "oracle_auroc", "DETECTORS", "detector_config",
            "inclass_separation"]
 
 #: Named detector settings run by :func:`run_experiment`: the paper's text, the official code, and the
 #: official code with the paper's ``m`` extension at a CPU-scale size (m = 10 % of each class).
 DETECTORS: dict[str, dict] = {
+    "backdoorbench": dict(variant="backdoorbench"),  # the default detector (official code)
     "paper": dict(variant="paper"),
-    "backdoorbench": dict(variant="backdoorbench"),
     "backdoorbench-m10": dict(variant="backdoorbench", m_fraction=0.1),
 }
 
@@ -104,6 +104,29 @@ def oracle_auroc(grads: torch.Tensor, base: torch.Tensor, is_poison: torch.Tenso
     return float(roc_auc_score(is_poison.numpy(), -s.numpy()))
 
 
+def planted_target_check(grads: dict[str, torch.Tensor], labels: torch.Tensor, clean_grads: dict[str, torch.Tensor],
+                         clean_labels: torch.Tensor, cfg: AGPDConfig, clean_correct: torch.Tensor | None,
+                         num_classes: int, target: int = 0, seed: int = 0, share: float = 0.1) -> dict:
+    """A case where the target is certain, on a real model's gradients: in class ``target``, a seeded
+    ``share`` of the samples get their gradient negated at every layer (a cluster pointing away from
+    the clean one, as the paper's Fig. 2 draws the poisoned samples), then the same detector runs.
+    Pairs the clean control's "no target named" with a check that the same thresholds do name a
+    target when one is there. Returns the named targets, the planted class's z at the chosen layer and
+    whether it came from the z-score or the ``rho`` fallback, and Stage 3's TPR/FPR on the plant."""
+    idx = torch.nonzero(labels == target).flatten()
+    g = torch.Generator().manual_seed(seed)
+    planted = idx[torch.randperm(len(idx), generator=g)[: max(1, round(share * len(idx)))]]
+    mask = torch.zeros(len(labels), dtype=torch.bool)
+    mask[planted] = True
+    sign = torch.where(mask, -1.0, 1.0)[:, None]
+    pg = {n: v * sign.to(v.dtype) for n, v in grads.items()}
+    res = detect_from_gradients(pg, labels, clean_grads, clean_labels, cfg, clean_correct, num_classes)
+    li = res.layers.index(res.layer)
+    return {"targets": res.target_classes, "fallback": res.fallback, "layer": res.layer,
+            "z_target": float(res.z[li, target]), "n_planted": int(mask.sum()),
+            **{k: v for k, v in detection_metrics(mask, res.poison_mask).items() if k in ("TPR", "FPR", "F1")}}
+
+
 def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: int = 0, epochs: int = 30,
                    model: str = "small", batch_size: int = 128, lr: float = 0.01, augment: bool = False,
                    clean_per_class: int = 10, variants: tuple[str, ...] = tuple(DETECTORS),
@@ -140,15 +163,21 @@ def run_experiment(data: ImageData, attack: str, *, ratio: float = 0.1, target: 
             out["agpd"][v]["target_z"] = float(zt[bl])
             out["agpd"][v]["target_rank"] = int((row > row[tgt]).sum()) + 1
             out["agpd"][v]["target_z_layer"] = layers[bl]
-        if tgt is not None:  # diagnostic: Stage 3 alone, told the true target (at its highest-z layer)
-            layer = layers[int(torch.argmax(res.z[:, tgt]))]
+        if tgt is not None:  # Stage 3 alone, told the true target: at its highest-z layer, and at every layer
             sel = torch.nonzero(y_bd == tgt).flatten()
-            base = clean_bases(cgrads[layer], y_clean, data.num_classes, cfg.basis, correct, cfg.seed)[tgt]
-            fr = filter_target_class(grads[layer][sel], base, cfg)
-            given = torch.zeros_like(pmask)
-            given[sel[fr.poison]] = True
-            out["agpd"][v]["given_target"] = {"layer": layer, "js_len": len(fr.js), "stop": fr.stop,
-                                              **detection_metrics(pmask, given)}
+            per_layer = {}
+            for layer in layers:
+                base = clean_bases(cgrads[layer], y_clean, data.num_classes, cfg.basis, correct, cfg.seed)[tgt]
+                fr = filter_target_class(grads[layer][sel], base, cfg)
+                given = torch.zeros_like(pmask)
+                given[sel[fr.poison]] = True
+                per_layer[layer] = {"layer": layer, "js_len": len(fr.js), "stop": fr.stop,
+                                    **detection_metrics(pmask, given)}
+            out["agpd"][v]["given_target"] = per_layer[layers[int(torch.argmax(res.z[:, tgt]))]]
+            out["agpd"][v]["given_target_per_layer"] = per_layer
+        if attack == "clean":  # the same detector where a target is certain: a planted split in class `target`
+            out["agpd"][v]["planted"] = planted_target_check(grads, y_bd, cgrads, y_clean, cfg, correct,
+                                                             data.num_classes, target, seed)
     feats = penultimate_features(net, x_bd)
     out["baselines"] = {}
     for b in baselines:

@@ -4,15 +4,22 @@ Quick mode: scikit-learn digits, the small Preact CNN, 15 epochs, BadNets + Blen
 poisoning, target 0) + a clean control. Full mode: the mirrored CIFAR-10 subset, 6 epochs without
 augmentation (sized to the CPU budget; see ``SETTINGS``). Claims (paper Table 1 and Section 4.2; spec "CPU-scale reproduction"):
 
-- ``<attack>/target_identified``: AGPD (paper variant) names exactly the true target class (1/0).
+Headline claims use the package's default detector (the backdoorbench variant, the official code's
+choices); the paper variant's numbers are in the notes.
+
+- ``<attack>/target_identified``: AGPD names exactly the true target class (1/0).
 - ``<attack>/tpr_agpd_vs_spectral``, ``<attack>/tpr_agpd_vs_ac``: AGPD's TPR beats the baseline's
   by at least one percentage point.
 - ``<attack>/fpr_agpd``: AGPD's FPR is at most 2 % and below Spectral Signatures' (read only when
   AGPD's TPR is at least 50 % in every seed).
 - ``<attack>/f1_agpd``: AGPD's F1 is at least 90 %.
-- ``clean/no_target_class``: on a model trained without poisoning no class is declared a target.
+- ``mechanism/stage3_given_target_<attack>_{tpr,fpr}``: Stage 3 alone, told the true target: TPR >= 90 %,
+  FPR <= 2 %.
+- ``clean/no_target_class``: on a model trained without poisoning no class is declared a target;
+  ``clean/target_named_when_planted``: the same detector names class 0 once a certain target is
+  planted in the clean model's gradients (so the first claim can fail).
 
-The BackdoorBench variant's numbers go into each claim's note and into ``experiments.json``.
+Every variant's numbers go into ``experiments.json``.
 """
 
 from __future__ import annotations
@@ -34,13 +41,17 @@ __all__ = ["reproduce", "SETTINGS", "claims_from_experiments"]
 
 log = logging.getLogger("iclr25.agpd")
 
+#: ``records`` versions what an experiment record holds; a record made by older detection code (before
+#: the issue-41 Stage 3) has another version and is not reused.
 SETTINGS = {
-    True: dict(data="digits", epochs=15, model="small", augment=False),
+    True: dict(data="digits", epochs=15, model="small", augment=False, records=2),
     # Full: sized to the time budget (the spec's 30 epochs with crop + flip cost ~85 CPU-s per epoch per
     # model with one thread, ~2.3 h per seed; 12 epochs with crop + flip did not learn the backdoor).
-    False: dict(data="cifar10-subset", epochs=6, model="small", augment=False),
+    False: dict(data="cifar10-subset", epochs=6, model="small", augment=False, records=2),
 }
 ATTACKS = ("badnets", "blended")
+#: The detector setting of the headline claims: the package default (AGPDConfig(): the backdoorbench variant).
+DEFAULT = "backdoorbench"
 #: An FPR claim is read only when AGPD found at least this share (%) of the poisoned samples in every seed:
 #: a detector that flags a handful of samples has a low FPR without detecting anything.
 MIN_TPR_FOR_FPR = 50.0
@@ -73,15 +84,32 @@ def _gap_note(ours: list[float], base: list[float]) -> str:
             + f", per seed {[round(float(x), 2) for x in d]}; gap exceeds seed spread: {exceeds}")
 
 
+def _how(targets, fallback) -> str:
+    """How the targets of one run were named: 'none named', 'rho fallback' or 'z-score'."""
+    return "none named" if not targets else ("rho fallback" if fallback else "z-score")
+
+
+def _given(e: dict, v: str) -> dict | None:
+    return e["agpd"][v].get("given_target")
+
+
 def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale: str) -> list[Claim]:
     """Build the claims from :func:`~iclr25.agpd.pipeline.run_experiment` outputs keyed by attack
     (``badnets``, ``blended``, ``clean``), one dict per seed (a single dict = one seed).
 
-    Values are means over seeds; notes give mean ± sd, per-seed values and, for margin claims, the
-    paired gap and whether it exceeds its seed spread. ``target_identified`` is the fraction of
-    seeds where exactly the true target was named (threshold 1: every seed). An FPR claim is only
-    meaningful when the detector found most of the poison: with TPR < ``MIN_TPR_FOR_FPR`` (50 %) in
-    any seed its value is NaN (not holding).
+    The detector of the headline claims is the package default, ``DEFAULT`` (the backdoorbench
+    variant: the official code's choices); the paper variant's numbers are in the notes. Values are
+    means over seeds; notes give mean ± sd, per-seed values and, for margin claims, the paired gap
+    and whether it exceeds its seed spread. ``target_identified`` is the fraction of seeds where
+    exactly the true target was named (threshold 1: every seed); the note says whether the z-score
+    or the ``rho`` fallback named it. ``mechanism/stage3_given_target_<attack>_{tpr,fpr}`` measure
+    Stage 3 alone, told the true target (at the layer where the target's z is highest), so a
+    failure of Stage 2 and one of Stage 3 are told apart. ``clean/no_target_class`` is paired with
+    ``clean/target_named_when_planted``: the same detector on the clean model's gradients with a
+    certain target planted in class 0 (:func:`~iclr25.agpd.pipeline.planted_target_check`), so "no
+    target named" cannot hold merely because nothing is ever named. An FPR claim is only meaningful
+    when the detector found most of the poison: with TPR < ``MIN_TPR_FOR_FPR`` (50 %) in any seed
+    its value is NaN (not holding).
     """
     runs = [runs] if isinstance(runs, dict) else list(runs)
     n = len(runs)
@@ -90,23 +118,21 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
         if a not in runs[0]:
             continue
         E = [r[a] for r in runs]
+        D = [e["agpd"][DEFAULT] for e in E]
         P = [e["agpd"]["paper"] for e in E]
-        BB = [e["agpd"]["backdoorbench"] for e in E]
         M10 = [e["agpd"].get("backdoorbench-m10") for e in E]
         SP = [e["baselines"]["spectral"] for e in E]
         AC = [e["baselines"]["ac"] for e in E]
+        how = [_how(d.get("target_classes"), d.get("fallback")) for d in D]
         ctx = (f"{scale}; {n} seed(s); ACC {_ms([_pct(e['acc']) for e in E])}, ASR {_ms([_pct(e['asr']) for e in E])}; "
-               f"paper variant targets per seed {[p['target_classes'] for p in P]} (true: 0); backdoorbench "
-               f"targets {[b['target_classes'] for b in BB]}, TPR {_ms([_pct(b['TPR']) for b in BB])}")
+               f"{DEFAULT} (default) targets per seed {[d['target_classes'] for d in D]} (true: 0; named by "
+               f"{how}), z of the target {[round(d['target_z'], 2) for d in D if 'target_z' in d]}; paper variant "
+               f"targets {[p['target_classes'] for p in P]}, TPR {_ms([_pct(p['TPR']) for p in P])}")
         if M10[0] is not None:
             ctx += (f"; backdoorbench + m = 10 % targets {[m['target_classes'] for m in M10]}, TPR "
                     f"{_ms([_pct(m['TPR']) for m in M10])} FPR {_ms([_pct(m['FPR']) for m in M10])}")
-        if "given_target" in P[0]:
-            ctx += (f"; diagnostic, Stage 3 told the true target (paper variant): TPR "
-                    f"{_ms([_pct(p['given_target']['TPR']) for p in P])} FPR "
-                    f"{_ms([_pct(p['given_target']['FPR']) for p in P])}")
-        tpr = [_pct(p["TPR"]) for p in P]
-        fpr = [_pct(p["FPR"]) for p in P]
+        tpr = [_pct(d["TPR"]) for d in D]
+        fpr = [_pct(d["FPR"]) for d in D]
         found = min(tpr) >= MIN_TPR_FOR_FPR
         fpr_ours = _mean(fpr) if found else float("nan")
         fpr_note = ("baseline = Spectral Signatures' FPR; " + (
@@ -119,8 +145,8 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                   _mean([_pct(e["asr"]) for e in E]), threshold=80.0, paper="spec: ASR >= 80 % before detection",
                   note=f"per seed {[round(_pct(e['asr']), 1) for e in E]}; the backdoor must be learned for "
                        "detection to mean anything"),
-            Claim(f"{a}/target_identified", "share of seeds where exactly the true target is named", 
-                  _mean([float(p["target_classes"] == [0]) for p in P]), threshold=1.0,
+            Claim(f"{a}/target_identified", f"share of seeds where exactly the true target is named ({DEFAULT})",
+                  _mean([float(d["target_classes"] == [0]) for d in D]), threshold=1.0,
                   paper="target identified (Fig. 5a)", note=ctx),
         ]
         if M10[0] is not None:
@@ -129,24 +155,50 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                 _mean([float(m["target_classes"] == [0]) for m in M10]), threshold=1.0,
                 paper="Remark after Eq. 4: averaging m far-end vectors",
                 note=f"backdoorbench variant with m = ceil(0.1 n_k); z of the target per seed "
-                     f"{[round(m['target_z'], 2) for m in M10]}; targets {[m['target_classes'] for m in M10]}"))
+                     f"{[round(m['target_z'], 2) for m in M10]}; targets {[m['target_classes'] for m in M10]} "
+                     f"(named by {[_how(m['target_classes'], m.get('fallback')) for m in M10]})"))
         claims += [
-            Claim(f"{a}/tpr_agpd_vs_spectral", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in SP]),
-                  margin=1.0, paper=PAPER[a], note=_gap_note(tpr, [_pct(x["TPR"]) for x in SP])
+            Claim(f"{a}/tpr_agpd_vs_spectral", f"TPR (%) ({DEFAULT})", _mean(tpr),
+                  baseline=_mean([_pct(x["TPR"]) for x in SP]), margin=1.0, paper=PAPER[a],
+                  note=_gap_note(tpr, [_pct(x["TPR"]) for x in SP])
                   + f"; Spectral Signatures FPR {_ms([_pct(x['FPR']) for x in SP])}"),
-            Claim(f"{a}/tpr_agpd_vs_ac", "TPR (%)", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in AC]),
+            Claim(f"{a}/tpr_agpd_vs_ac", f"TPR (%) ({DEFAULT})", _mean(tpr), baseline=_mean([_pct(x["TPR"]) for x in AC]),
                   margin=1.0, paper="AC CIFAR-10 average TPR 6.57", note=_gap_note(tpr, [_pct(x["TPR"]) for x in AC])
                   + f"; Activation Clustering FPR {_ms([_pct(x['FPR']) for x in AC])}"),
-            Claim(f"{a}/fpr_agpd", "FPR (%) (only when TPR >= 50 %)", fpr_ours, baseline=_mean([_pct(x["FPR"]) for x in SP]),
-                  threshold=2.0, higher_is_better=False, paper=PAPER[a], note=fpr_note),
-            Claim(f"{a}/f1_agpd", "F1 (%)", _mean([_pct(p["F1"]) for p in P]), threshold=90.0, paper=PAPER[a],
-                  note=f"per seed {[round(_pct(p['F1']), 2) for p in P]}"),
+            Claim(f"{a}/fpr_agpd", f"FPR (%) ({DEFAULT}; only when TPR >= 50 %)", fpr_ours,
+                  baseline=_mean([_pct(x["FPR"]) for x in SP]), threshold=2.0, higher_is_better=False,
+                  paper=PAPER[a], note=fpr_note),
+            Claim(f"{a}/f1_agpd", f"F1 (%) ({DEFAULT})", _mean([_pct(d["F1"]) for d in D]), threshold=90.0,
+                  paper=PAPER[a], note=f"per seed {[round(_pct(d['F1']), 2) for d in D]}; paper variant F1 "
+                                       f"{_ms([_pct(p['F1']) for p in P])}"),
         ]
+        GD = [_given(e, DEFAULT) for e in E]
+        if GD[0] is not None:
+            GP = [_given(e, "paper") for e in E]
+            per_layer = [e["agpd"][DEFAULT].get("given_target_per_layer", {}) for e in E]
+            best = [max(pl.items(), key=lambda kv: kv[1]["TPR"] - kv[1]["FPR"]) for pl in per_layer if pl]
+            gtpr = [_pct(g["TPR"]) for g in GD]
+            gfpr = [_pct(g["FPR"]) for g in GD]
+            gnote = (f"{DEFAULT}, Stage 3 alone on the true target class at the layer where its z is highest "
+                     f"({[g['layer'] for g in GD]}); TPR per seed {[round(t, 2) for t in gtpr]}, FPR per seed "
+                     f"{[round(f, 3) for f in gfpr]}, stop round {[g['stop'] for g in GD]} of "
+                     f"{[g['js_len'] for g in GD]} JS values; paper variant TPR {_ms([_pct(g['TPR']) for g in GP])} "
+                     f"FPR {_ms([_pct(g['FPR']) for g in GP])}" + (
+                         "; best layer per seed (max TPR - FPR): " + ", ".join(
+                             f"{k} TPR {_pct(v['TPR']):.1f} FPR {_pct(v['FPR']):.2f}" for k, v in best) if best else ""))
+            claims += [
+                Claim(f"mechanism/stage3_given_target_{a}_tpr", f"TPR (%) of Stage 3 told the true target ({DEFAULT})",
+                      _mean(gtpr), threshold=90.0, paper=PAPER[a], note=gnote),
+                Claim(f"mechanism/stage3_given_target_{a}_fpr", f"FPR (%) of Stage 3 told the true target ({DEFAULT})",
+                      _mean(gfpr), threshold=2.0, higher_is_better=False, paper=PAPER[a],
+                      note=f"per seed {[round(f, 3) for f in gfpr]} (FPR over the whole training set; with TPR "
+                           f"{_ms(gtpr)} %)"),
+            ]
         ranks = {v: [e["agpd"][v]["target_rank"] for e in E] for v in E[0]["agpd"] if "target_rank" in E[0]["agpd"][v]}
         zs = {v: [round(e["agpd"][v]["target_z"], 2) for e in E] for v in ranks}
         claims.append(Claim(
-            f"mechanism/{a}_target_rank", "rank of the true target's robust z among classes (paper variant; 1 = top)",
-            _mean(ranks["paper"]), threshold=1.0, higher_is_better=False,
+            f"mechanism/{a}_target_rank", f"rank of the true target's robust z among classes ({DEFAULT}; 1 = top)",
+            _mean(ranks[DEFAULT]), threshold=1.0, higher_is_better=False,
             paper="the target class has the most dispersed GCD (Sec. 4.2)",
             note="; ".join(f"{v}: rank {ranks[v]}, z {zs[v]}" for v in ranks) + f" (tau_z = e^2 = {np.e**2:.2f})"))
         sep = [max((s["ratio"] or 0.0) for s in e["inclass_separation"].values()) for e in E]
@@ -159,14 +211,29 @@ def claims_from_experiments(runs: dict[str, dict] | list[dict[str, dict]], scale
                            f"{b[1]['clean_spread_deg']:.1f}°" for i, b in enumerate(best))
                  + "; > 1: the poisoned mean lies outside the clean cloud"))
     if "clean" in runs[0]:
+        D = [r["clean"]["agpd"][DEFAULT] for r in runs]
         P = [r["clean"]["agpd"]["paper"] for r in runs]
-        BB = [r["clean"]["agpd"]["backdoorbench"] for r in runs]
         M10 = [r["clean"]["agpd"].get("backdoorbench-m10") for r in runs]
-        claims.append(Claim("clean/no_target_class", "classes declared targets (mean over seeds)",
-                            _mean([len(p["target_classes"]) for p in P]), threshold=0.0, higher_is_better=False,
+        claims.append(Claim("clean/no_target_class", f"classes declared targets ({DEFAULT}; mean over seeds)",
+                            _mean([len(d["target_classes"]) for d in D]), threshold=0.0, higher_is_better=False,
                             paper="clean model: no target class",
-                            note=f"{scale}; paper variant targets {[p['target_classes'] for p in P]} (flagged "
-                                 f"{[p['n_flagged'] for p in P]}); backdoorbench {[b['target_classes'] for b in BB]}"))
+                            note=f"{scale}; {DEFAULT} targets {[d['target_classes'] for d in D]} (flagged "
+                                 f"{[d['n_flagged'] for d in D]}; max z {[round(max(d['z']), 2) for d in D]}); paper "
+                                 f"variant {[p['target_classes'] for p in P]}; paired with "
+                                 "clean/target_named_when_planted"))
+        PL = [d.get("planted") for d in D]
+        if PL[0] is not None:
+            claims.append(Claim(
+                "clean/target_named_when_planted",
+                f"share of seeds where the same detector ({DEFAULT}) names exactly class 0 once a target is planted",
+                _mean([float(pl["targets"] == [0]) for pl in PL]), threshold=1.0,
+                paper="target classes cross tau_z = e^2 (Sec. 4.2)",
+                note=f"clean model's gradients, {PL[0]['n_planted']} of class 0's samples negated at every layer; "
+                     f"targets per seed {[pl['targets'] for pl in PL]} (named by "
+                     f"{[_how(pl['targets'], pl['fallback']) for pl in PL]}), z of class 0 "
+                     f"{[round(pl['z_target'], 1) for pl in PL]} at {[pl['layer'] for pl in PL]} (tau_z "
+                     f"{np.e**2:.2f}); Stage 3 on the plant TPR {_ms([_pct(pl['TPR']) for pl in PL])} FPR "
+                     f"{_ms([_pct(pl['FPR']) for pl in PL])}"))
         if M10[0] is not None:
             claims.append(Claim("clean/no_target_class_m10", "classes declared targets, m = 10 % (mean over seeds)",
                                 _mean([len(m["target_classes"]) for m in M10]), threshold=0.0,

@@ -42,14 +42,15 @@ def robust_z(values: Tensor | Sequence[float], one_sided: bool = False, eps: flo
     return z.clamp_min(0.0) if one_sided else z
 
 
-def closeness_histogram(s: Tensor | np.ndarray, bins: int = 100) -> np.ndarray:
-    """Density histogram of closeness values on [0, 1] with ``bins`` equal bins -> ``(bins,)``."""
+def closeness_histogram(s: Tensor | np.ndarray, bins: int = 99) -> np.ndarray:
+    """Density histogram of closeness values on [0, 1] with ``bins`` equal bins -> ``(bins,)``
+    (official code: ``np.linspace(0, 1, 100)`` edges, i.e. 99 bins)."""
     s = np.asarray(s, dtype=np.float64).ravel()
     h, _ = np.histogram(s, bins=bins, range=(0.0, 1.0), density=True)
     return h
 
 
-def js_between(s_now, s_prev, bins: int = 100, distance: bool = False) -> float:
+def js_between(s_now, s_prev, bins: int = 99, distance: bool = False) -> float:
     """Jensen-Shannon divergence (natural log; ``distance=True``: its square root, the JS
     distance of ``scipy.spatial.distance.jensenshannon``) between the histograms of two sets of
     closeness values. In [0, ln 2] (divergence) or [0, sqrt(ln 2)] (distance)."""
@@ -59,7 +60,7 @@ def js_between(s_now, s_prev, bins: int = 100, distance: bool = False) -> float:
     return d if distance else d * d
 
 
-def js_trace(rounds: Sequence, bins: int = 100, distance: bool = False) -> list[float]:
+def js_trace(rounds: Sequence, bins: int = 99, distance: bool = False) -> list[float]:
     """``JS_t`` for ``t = 1..T-1``: :func:`js_between` of round ``t``'s closeness values and
     round ``t-1``'s. ``rounds`` is the list of per-round closeness arrays."""
     return [js_between(rounds[t], rounds[t - 1], bins, distance) for t in range(1, len(rounds))]
@@ -76,7 +77,7 @@ def window_scores(js: Sequence[float], window: int = 10, beta: float = 5.0) -> n
 
 
 def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: str = "middle", *,
-                exhausted: bool = False) -> int:
+                exhausted: bool = False, ends_empty: bool = False) -> int:
     """Stopping round of the iterative filtering (Appendix D.1.2).
 
     ``m* = argmin_m S_m`` (see :func:`window_scores`); ``rule="middle"`` (paper) returns
@@ -94,12 +95,15 @@ def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: 
       the largest change of the closeness distribution, ``t* = argmax_t JS_t + 1`` (``JS_t``
       compares rounds ``t`` and ``t-1``, 0-based over the trace), so the tail is excluded and a
       whole class is never marked. An empty trace (one round removed everything) gives ``t* = 0``.
+      With ``ends_empty`` the last value compares with an empty set (the official code's ``JS = 1``
+      after the round that removed the last samples) and is left out of this argmax.
 
     Args:
         js: the JS trace ``JS_1..JS_T``.
         window, beta: the window rule's ``w`` and ``beta``.
         rule: ``"middle"`` or ``"start"``.
         exhausted: whether the filtering ended with no sample left.
+        ends_empty: whether the last JS value is the empty-set marker (see above).
 
     Raises:
         ValueError: for ``window < 1`` or an unknown ``rule``.
@@ -112,6 +116,8 @@ def select_stop(js: Sequence[float], window: int = 10, beta: float = 5.0, rule: 
     if len(scores) == 0:
         if not exhausted:
             return len(js) + 1
-        return int(np.argmax(np.asarray(js, dtype=np.float64))) + 1 if len(js) else 0
+        a = np.asarray(js, dtype=np.float64)
+        a = a[:-1] if ends_empty else a
+        return int(np.argmax(a)) + 1 if len(a) else 0
     m = int(np.argmin(scores))
     return m + window // 2 if rule == "middle" else m
