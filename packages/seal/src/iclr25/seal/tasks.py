@@ -23,7 +23,7 @@ import logging
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -389,12 +389,19 @@ def base_spec(task: SafetyTask, seed: int = 0):
 
 
 def aligned_base(task: SafetyTask, seed: int = 0, *, cache: str | Path | None = None,
-                 progress: bool = False) -> tuple[Any, Any, Path]:
+                 progress: bool = False, epochs: int | None = None) -> tuple[Any, Any, Path]:
     """The tiny aligned base θ₀ of ``task``: a word tokenizer over the task's texts and a core
     ``tiny_causal_lm`` pre-trained on ``task.base`` with core ``pretrain_tiny_lm``.
 
     Cached (``save_pretrained``: safetensors + tokenizer.json) under ``<cache>/seal/base-<key>``, the
     key hashing the spec, the corpus and the vocabulary.
+
+    Args:
+        epochs: pre-training epochs (default: the spec's 8, as the reproduction uses; fewer give a
+            quicker, less aligned base for a first look — it is cached under its own key).
+
+    Raises:
+        ValueError: ``epochs`` < 1.
 
     Returns:
         ``(model, tokenizer, folder)``; the model in eval mode on CPU.
@@ -407,6 +414,10 @@ def aligned_base(task: SafetyTask, seed: int = 0, *, cache: str | Path | None = 
     from iclr25.core.lm.pretrain import corpus_sha256, pretrain_tiny_lm
 
     spec = base_spec(task, seed)
+    if epochs is not None:
+        if epochs < 1:
+            raise ValueError(f"epochs={epochs} must be >= 1 (or None for the spec's {spec.epochs})")
+        spec = replace(spec, epochs=int(epochs))
     pairs = [(task.template.format(p), r) for p, r in zip(task.base.prompts, task.base.responses)]
     tok = word_tokenizer(task.vocab_texts, vocab_size=task.vocab_size, model_max_length=task.max_len)
     vocab_sha = hashlib.sha256(json.dumps(sorted(tok.get_vocab().items())).encode()).hexdigest()
