@@ -20,7 +20,7 @@ def _setup(tmp_path):
 
 def test_train_resume_refuses_other_settings_and_corrupt_file(tmp_path):
     cfg, x, ck = _setup(tmp_path)
-    with pytest.raises(ValueError, match="lr: recorded 0.001, now 0.1"):
+    with pytest.raises(ValueError, match="lr: recorded 0.002, now 0.1"):
         train_watermark_model(cfg, x[:32], 0, settings=TrainSettings(epochs=2, batch_size=16, lr=0.1),
                               val_images=x[32:], checkpoint=ck, resume=True)
     with pytest.raises(ValueError, match="seed: recorded 0, now 5"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,18 @@ def _iter_any_jsonl(path: Path, required=(), nonempty=()) -> Iterator[tuple[int,
         return
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    i = 0
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
+        lines = iter(fh)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                break
+            except (EOFError, OSError, zlib.error, UnicodeDecodeError) as e:
+                raise JsonlError(f"{path}: corrupt or truncated gzip after line {i} ({type(e).__name__}: {e}); "
+                                 "download or compress the file again (gzip -t checks it)") from None
+            i += 1
             if not line.strip():
                 continue
             try:

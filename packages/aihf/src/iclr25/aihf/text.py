@@ -291,6 +291,27 @@ def check_context(model: Any, max_length: int, flag: str = "--policy") -> None:
                          f"pass --max-length {n_pos} or less")
 
 
+def check_vocab(model: Any, tokenizer: Any, flag: str, *, policy_tokenizer: Any = None) -> None:
+    """Fail early when token ids would index past ``model``'s embedding (an IndexError deep in the forward pass).
+
+    ``tokenizer`` is the one saved with ``model``; with ``policy_tokenizer`` (the reward model reads the
+    policy's token ids) the two vocabularies must be identical.
+
+    Raises:
+        ValueError: the tokenizer has more tokens than the embedding has rows, or another vocabulary than the
+            policy's.
+    """
+    if policy_tokenizer is not None and tokenizer.get_vocab() != policy_tokenizer.get_vocab():
+        raise ValueError(f"{flag} has another vocabulary than --policy ({len(tokenizer)} vs {len(policy_tokenizer)} "
+                         "tokens); the reward model reads the policy's token ids: use a backbone with the policy's "
+                         "tokenizer (the same model family)")
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(emb, "num_embeddings", None)
+    if isinstance(rows, int) and len(tokenizer) > rows:
+        raise ValueError(f"{flag}: the tokenizer has {len(tokenizer)} tokens but the model's embedding has {rows} "
+                         "rows; use a model saved with its own tokenizer (or resize its embeddings)")
+
+
 def _lora(model, cfg):
     if cfg.lora_r <= 0:
         return model
@@ -351,6 +372,7 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
                         out, state["round"])
     policy, tok = load_causal_lm(cfg.policy, **load_kw)
     check_context(policy, cfg.max_length, "--policy")
+    check_vocab(policy, tok, "--policy")
     reference = None
     if cfg.lora_r <= 0:
         reference = copy.deepcopy(policy).eval()
@@ -388,8 +410,9 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
         if demos and cfg.w > 0 else None
     rm = rm_opt = None
     if cfg.reward_model:
-        backbone, _ = load_causal_lm(cfg.reward_model, **load_kw)
+        backbone, rm_tok = load_causal_lm(cfg.reward_model, **load_kw)
         check_context(backbone, cfg.max_length, "--reward-model")
+        check_vocab(backbone, rm_tok, "--reward-model", policy_tokenizer=tok)
         rm = RewardModel(_lora(backbone, cfg))
         if state["round"] > 0 and (out / "reward_model").is_dir():
             _load_weights(rm.backbone, out / "reward_model")

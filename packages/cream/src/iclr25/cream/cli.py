@@ -36,7 +36,17 @@ log = logging.getLogger("iclr25.cream")
 def _load(name: str, opts: Any, device: str, *, padding_side: str | None = None):
     from iclr25.core.lm import load_causal_lm
 
-    return load_causal_lm(name, device=device, padding_side=padding_side, **opts.load_options())
+    from .rewards import check_vocab
+
+    model, tok = load_causal_lm(name, device=device, padding_side=padding_side, **opts.load_options())
+    check_vocab(model, tok, name)
+    return model, tok
+
+
+def _same_tokenizer(tok: Any, other: Any, flag: str, name: str, why: str) -> None:
+    if other.get_vocab() != tok.get_vocab():
+        raise ValueError(f"{flag} {name} has a different tokenizer from --model ({len(other)} vs {len(tok)} tokens); "
+                         f"{why}")
 
 
 def _train_device(device: str) -> str:
@@ -133,9 +143,7 @@ def _reward(a: RewardConfig) -> int:
     del model
     if a.ref is not None:
         ref, ref_tok = _load(a.ref, a, a.device)
-        if ref_tok.get_vocab() != tok.get_vocab():
-            raise ValueError(f"--ref {a.ref} has a different tokenizer from --model {a.model}; the reward "
-                             "log pi - log pi_ref needs one tokenizer")
+        _same_tokenizer(tok, ref_tok, "--ref", a.ref, "the reward log pi - log pi_ref needs one tokenizer")
         scores = scores - score_responses(ref, tok, prompts, responses, desc="reward: reference", **kw)
     if not bool(torch.isfinite(scores).all()):
         raise ValueError("some rewards are not finite (a model produced inf/NaN log-probabilities)")
@@ -242,7 +250,8 @@ def _loop(a: LoopConfig) -> int:
         splits = [[pool[i][1] for i in part] for part in parts]
         ids = [[pool[i][0] for i in part] for part in parts]
         if a.sft_model is not None:
-            kw["sft_model"], _ = _load(a.sft_model, a, a.device)
+            kw["sft_model"], sft_tok = _load(a.sft_model, a, a.device)
+            _same_tokenizer(tok, sft_tok, "--sft-model", a.sft_model, "the loop scores every model with one tokenizer")
         else:
             kw["sft_data"] = read_sft_data(a.sft_data)  # type: ignore[arg-type]
         if a.eval_data is not None:

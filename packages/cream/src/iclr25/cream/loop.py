@@ -197,9 +197,12 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
     """
     from iclr25.core.progress import progress as bar_of
 
-    from .rewards import score_responses
+    from .rewards import check_vocab, score_responses
     from .training import train_dpo, train_sft
 
+    check_vocab(base_model, tokenizer, "base_model")
+    if sft_model is not None:
+        check_vocab(sft_model, tokenizer, "sft_model")
     T = cfg.iterations
     if len(prompt_splits) < T:
         raise ValueError(f"{len(prompt_splits)} prompt splits for {T} iterations; give one split per round")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["EncodedResponses", "encode_responses", "dpo_reward", "score_responses", "reward_vectors"]
+__all__ = ["EncodedResponses", "encode_responses", "dpo_reward", "score_responses", "reward_vectors", "check_vocab"]
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,26 @@ def dpo_reward(policy: Any, reference: Any | None, input_ids: torch.Tensor, atte
     return beta * r
 
 
+def _embedding_rows(model: Any) -> int | None:
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(emb, "num_embeddings", None)
+    return rows if isinstance(rows, int) else None
+
+
+def check_vocab(model: Any, tokenizer: Any, name: str = "model") -> None:
+    """Fail early when ``tokenizer`` has more tokens than ``model``'s embedding has rows (a model paired
+    with another model's tokenizer: an IndexError deep in the forward pass otherwise).
+
+    Raises:
+        ValueError: naming the model, both sizes and the fix.
+    """
+    rows = _embedding_rows(model)
+    n = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    if rows is not None and n is not None and n > rows:
+        raise ValueError(f"{name}: the tokenizer has {n} tokens but the model's embedding has {rows} rows (another "
+                         "model's vocabulary); score every model with the tokenizer it was trained with")
+
+
 def score_responses(model: Any, tokenizer: Any, prompts: Sequence[str], responses: Sequence[str], *,
                     average: bool = False, batch_size: int = 64, chat_template: bool = False,
                     append_eos: bool = True, max_length: int | None = None, dedupe: bool = True,
@@ -238,6 +258,11 @@ def score_responses(model: Any, tokenizer: Any, prompts: Sequence[str], response
         up, ur, inverse = list(prompts), list(responses), list(range(len(prompts)))
     enc = encode_responses(tokenizer, up, ur, append_eos=append_eos, chat_template=chat_template,
                            max_length=fit_max_length(model, max_length))
+    rows = _embedding_rows(model)
+    if rows is not None and enc.input_ids.numel() and int(enc.input_ids.max()) >= rows:
+        raise ValueError(f"token id {int(enc.input_ids.max())} is outside the model's embedding of {rows} rows: the "
+                         "tokenizer is not this model's (a reward/reference model with another vocabulary); use one "
+                         "tokenizer shared by all models")
     scores = _batched_logps(model, enc, batch_size, average, desc)
     return scores[torch.tensor(inverse, dtype=torch.long)] if len(inverse) else scores
 

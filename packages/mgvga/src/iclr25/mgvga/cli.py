@@ -28,7 +28,7 @@ def convert_cmd(c: ConvertConfig) -> int:
         raise ValueError("give at least one circuit file with --inputs FILE ...")
     graphs, names, stats = [], [], []
     for p in c.inputs:
-        circ = load_circuit(p)
+        circ = load_circuit(p, top=c.top)
         g = to_graph(circ, expand_not=c.expand_not, direction=c.direction)
         st = {"file": str(p), **circ.stats(), "nodes": g.num_nodes, "edges": int(g.edge_index.shape[1])}
         graphs.append(g)
@@ -130,9 +130,14 @@ def embed_cmd(c: EmbedConfig) -> int:
     res = {}
     with torch.no_grad():
         for p in c.inputs:
-            circ = load_circuit(p)
+            circ = load_circuit(p, top=c.top)
             g = to_graph(circ, direction=enc.cfg.direction)
             h = enc(g.x, g.edge_index)
+            if h.shape[0] == 0 or not torch.isfinite(h).all():
+                bad = int((~torch.isfinite(h)).any(1).sum()) if h.numel() else 0
+                raise ValueError(f"{p}: the embedding is not finite ({bad} of {h.shape[0]} nodes NaN/inf) with "
+                                 f"checkpoint {c.checkpoint or '(random init)'}; check the checkpoint (a diverged "
+                                 "pre-training) and the circuit")
             res[circ.name] = {"graph": h.mean(0), "nodes": h}
             print(json.dumps({"file": str(p), "nodes": int(h.shape[0]), "dim": int(h.shape[1])}))
     path = save_embeddings(Path(c.out) / "embeddings.safetensors", res,

@@ -50,6 +50,9 @@ class ConvertConfig(CommonOptions):
     expand_not: bool = True
     """One NOT node per inverted edge (official)."""
 
+    top: str | None = None
+    """Verilog (.v) only: the module to read (default: the module named top, else the file's only module)."""
+
     def __post_init__(self) -> None:
         _out_folder(self, "convert", "circuits.safetensors")
 
@@ -120,6 +123,9 @@ class EmbedConfig(CommonOptions):
     """Circuit files."""
     checkpoint: Path | None = None
     """checkpoint.pt or *.encoder.safetensors from 'pretrain' (None: random-init encoder, for smoke tests)."""
+
+    top: str | None = None
+    """Verilog (.v) only: the module to read (default: the module named top, else the file's only module)."""
 
     def __post_init__(self) -> None:
         _out_folder(self, "embed", "embeddings.safetensors")

@@ -8,6 +8,7 @@ through ``aigverse``. Sequential elements are cut (latch output → PI, next sta
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -490,13 +491,31 @@ def read_blif(path: str | Path | None = None, *, text: str | None = None, name: 
 _SEQ = re.compile(r"\b(always\s*@\s*\(\s*(posedge|negedge)|always_ff|\breg\b[^;]*<=)", re.S)
 
 
-def read_verilog(path: str | Path, *, name: str | None = None) -> Circuit:
+_MODULE = re.compile(r"\bmodule\s+([A-Za-z_][A-Za-z0-9_$]*)")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def verilog_modules(text: str) -> list[str]:
+    """Names of the modules declared in Verilog ``text`` (comments ignored), in file order."""
+    return _MODULE.findall(_COMMENTS.sub(lambda m: " " * len(m.group(0)), text))
+
+
+def _rename_module(text: str, old: str, new: str) -> str:
+    return re.sub(rf"\bmodule(\s+){re.escape(old)}\b", rf"module\g<1>{new}", text, count=1)
+
+
+def read_verilog(path: str | Path, *, name: str | None = None, top: str | None = None) -> Circuit:
     """Read structural combinational Verilog (``assign`` statements with ``& | ^ ~``) via ``aigverse``.
+
+    The ``aigverse`` (mockturtle) reader keeps only a module named ``top`` and returns an empty network
+    for any other name. The module read here is ``top`` when given, else the module named ``top``, else
+    the only module of the file; it is renamed to ``top`` in a temporary copy before reading.
 
     Raises:
         CircuitFormatError: for sequential Verilog (``always @(posedge ...)``, non-blocking
-            ``<=``), naming the line; or when the ``aigverse`` reader rejects the file (use Yosys
-            ``synth; aigmap; write_aiger`` for behavioural RTL).
+            ``<=``), naming the line; no module, several modules and no ``top`` to choose, an unknown
+            ``top``; an empty result (no outputs); or when the ``aigverse`` reader rejects the file (use
+            Yosys ``synth; aigmap; write_aiger`` for behavioural RTL).
     """
     p = Path(path)
     text = p.read_text(encoding="utf-8", errors="replace")
@@ -505,34 +524,73 @@ def read_verilog(path: str | Path, *, name: str | None = None) -> Circuit:
         ln = text.count("\n", 0, m.start()) + 1
         raise CircuitFormatError(p, ln, f"sequential Verilog ({m.group(0).strip()[:30]!r}) is not combinational; "
                                  "synthesise it first (Yosys: synth; aigmap; write_aiger) and load the AIGER")
+    modules = verilog_modules(text)
+    if not modules:
+        raise CircuitFormatError(p, None, "no 'module NAME (...)' declaration found; is this a Verilog file?")
+    if top is not None:
+        if top not in modules:
+            raise CircuitFormatError(p, None, f"top module {top!r} is not in the file (modules: {modules})")
+        chosen = top
+    elif "top" in modules:
+        chosen = "top"
+    elif len(modules) == 1:
+        chosen = modules[0]
+    else:
+        raise CircuitFormatError(p, None, f"{len(modules)} modules {modules} and none is named 'top'; choose one "
+                                 "with top=NAME (CLI: --top NAME)")
     from aigverse.io import read_verilog_into_aig
 
+    src = p
+    tmp = None
+    if chosen != "top":
+        if "top" in modules:  # free the name the reader looks for
+            spare = "top_"
+            while spare in modules:
+                spare += "_"
+            text = _rename_module(text, "top", spare)
+        text = _rename_module(text, chosen, "top")
+        tmp = tempfile.TemporaryDirectory(prefix="mgvga-verilog-")
+        src = Path(tmp.name) / p.name
+        src.write_text(text, encoding="utf-8")
     try:
-        aig = read_verilog_into_aig(str(p))
+        aig = read_verilog_into_aig(str(src))
     except Exception as e:  # the reader's own message
         raise CircuitFormatError(p, None, f"aigverse could not parse this Verilog ({e}); only structural "
                                  "assign-statement Verilog is supported — convert RTL with Yosys") from None
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
     from .synthesis import from_aigverse
 
-    return from_aigverse(aig, name=name or p.stem)
+    c = from_aigverse(aig, name=name or p.stem)
+    if len(c.pos) == 0:
+        raise CircuitFormatError(p, None, f"module {chosen!r} read as an empty circuit (inputs={c.num_pis}, "
+                                 f"outputs=0, ands={c.num_ands}); only structural assign-statement Verilog is "
+                                 "supported — convert RTL with Yosys (synth; aigmap; write_aiger)")
+    return c
 
 
-def load_circuit(path: str | Path) -> Circuit:
+def load_circuit(path: str | Path, *, top: str | None = None) -> Circuit:
     """Load ``.aig``/``.aag`` (AIGER), ``.bench``, ``.blif`` or ``.v`` (structural Verilog) by extension.
 
+    ``top`` names the Verilog module to read (default: ``top``, else the only module); ignored for the
+    other formats.
+
     Raises:
-        FileNotFoundError: missing file. CircuitFormatError: malformed or unsupported content.
+        FileNotFoundError: missing file. CircuitFormatError: malformed or unsupported content, or an
+            empty circuit (no outputs).
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"circuit file {p} does not exist")
     ext = p.suffix.lower()
-    if ext in (".aig", ".aag"):
-        return read_aiger(p)
-    if ext == ".bench":
-        return read_bench(p)
-    if ext == ".blif":
-        return read_blif(p)
     if ext in (".v", ".sv"):
-        return read_verilog(p)
+        return read_verilog(p, top=top)
+    readers = {".aig": read_aiger, ".aag": read_aiger, ".bench": read_bench, ".blif": read_blif}
+    if ext in readers:
+        c = readers[ext](p)
+        if len(c.pos) == 0:
+            raise CircuitFormatError(p, None, f"empty circuit (inputs={c.num_pis}, outputs=0, ands={c.num_ands}); "
+                                     "a circuit needs at least one output")
+        return c
     raise CircuitFormatError(p, None, f"unknown circuit extension {ext!r}; use .aig, .aag, .bench, .blif or .v")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -61,6 +62,10 @@ class QAdapterConfig:
     c_attn for GPT-2)."""
 
     def __post_init__(self) -> None:
+        for name in ("alpha_tilde", "alpha_0", "gamma", "reg_beta", "lora_dropout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"QAdapterConfig.{name} must be a finite number, got {v!r}")
         if self.alpha_tilde <= 0:
             raise ValueError(f"alpha_tilde must be > 0, got {self.alpha_tilde}")
         if self.alpha_0 < 0:
@@ -69,6 +74,8 @@ class QAdapterConfig:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.reg_beta < 0:
             raise ValueError(f"reg_beta must be >= 0, got {self.reg_beta}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1) (a dropout probability), got {self.lora_dropout}")
         checks = {"normalize": ("padded", "tokens", "none"), "mask_alignment": ("shifted", "code"),
                   "value_index": ("next", "same")}
         for name, allowed in checks.items():
@@ -76,6 +83,8 @@ class QAdapterConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.lora_r < 1:
             raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
+        if self.lora_alpha <= 0:
+            raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}")
         if self.target_modules is not None:
             object.__setattr__(self, "target_modules", tuple(self.target_modules))
 

@@ -64,18 +64,26 @@ def check_positive_int(x, name: str, *, minimum: int = 1) -> int:
     return int(x)
 
 
-def as_points(x, name: str = "points", *, dim: int | None = None, offset: int = 0) -> np.ndarray:
+def as_points(x, name: str = "points", *, dim: int | None = None, offset: int = 0,
+              n_colors_given: int | None = None) -> np.ndarray:
     """``x`` as a C-contiguous float64 array ``[n, d]`` with finite entries.
 
+    A 1-D ``x`` is one point. When the caller also has colours, ``n_colors_given`` (their number) makes a
+    1-D ``x`` with more than one colour an error about ``x`` (not a colours-shape error).
+
     Raises:
-        ValueError: wrong rank, a dimension different from ``dim``, NaN/inf (naming the first bad row,
-            counted from ``offset``).
+        ValueError: wrong rank, a 1-D ``x`` with ``n_colors_given != 1``, a dimension different from
+            ``dim``, NaN/inf (naming the first bad row, counted from ``offset``).
     """
     try:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name}: not numeric ({e})") from None
     if a.ndim == 1:
+        if n_colors_given is not None and n_colors_given != 1:
+            raise ValueError(f"{name} is 1-D with shape {a.shape} (one point of dimension {a.shape[0]}) but "
+                             f"{n_colors_given} colours were given; {name} must be [n, d]: for {n_colors_given} "
+                             f"points of one feature pass {name}.reshape(-1, 1)")
         a = a[None, :]
     if a.ndim != 2:
         raise ValueError(f"{name} must be [n, d], got shape {a.shape}")

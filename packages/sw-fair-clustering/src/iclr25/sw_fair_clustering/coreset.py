@@ -493,7 +493,7 @@ class OnlineCoreset:
         Raises:
             ValueError: NaN/inf, dimension change, colours outside ``[0, n_colors)``.
         """
-        X = as_points(X, "points", dim=self.dim, offset=self.n_seen)
+        X = as_points(X, "points", dim=self.dim, offset=self.n_seen, n_colors_given=int(np.size(colors)))
         n = X.shape[0]
         if n == 0:
             return np.zeros(0, bool)

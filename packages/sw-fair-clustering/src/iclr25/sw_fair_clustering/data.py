@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,6 +354,9 @@ def load_npz(path, *, standardize_features: bool = False, colors: Sequence[str] 
             arrs = {k: z[k] for k in z.files}
     except ValueError as e:
         raise ValueError(f"{p}: cannot read the .npz without pickles ({e}); store plain arrays") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(f"{p}: not a readable .npz (corrupt or truncated: {type(e).__name__}: {e}); "
+                         "write it again with numpy.savez") from None
     missing = [k for k in ("X", "colors") if k not in arrs]
     if missing:
         raise ValueError(f"{p}: missing array(s) {missing}; an .npz stream needs X [n, d] and colors [n] "

@@ -90,7 +90,7 @@ def fairlet_tree_solver(S, k: int, p: int, q: int, *, z: int = 1, colors=None, s
             raise ValueError(f"the fairlet solver handles two colours, got {S.n_colors} (use fair_assignment_lp)")
         X, col = _expand(S)
     else:
-        X = as_points(S)
+        X = as_points(S, n_colors_given=None if colors is None else int(np.size(colors)))
         col = as_colors(colors, X.shape[0], 2)
     n = X.shape[0]
     n1 = int(col.sum())

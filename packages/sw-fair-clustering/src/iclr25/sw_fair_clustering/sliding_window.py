@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,7 +162,7 @@ class SlidingWindowCoreset:
             ValueError: NaN/inf features (naming the stream position), a dimension change, a colour outside
                 ``[0, n_colors)``, decreasing timestamps, missing timestamps with ``horizon``.
         """
-        X = as_points(X, "points", dim=self.dim, offset=self.t)
+        X = as_points(X, "points", dim=self.dim, offset=self.t, n_colors_given=int(np.size(colors)))
         n = X.shape[0]
         if n == 0:
             return
@@ -477,8 +479,9 @@ class SlidingWindowCoreset:
             with np.load(p, allow_pickle=False) as z:
                 a = {key: z[key] for key in z.files}
             state = json.loads(str(a["state"]))
-        except (OSError, ValueError, KeyError) as e:
-            raise ValueError(f"{p} is not a saved SlidingWindowCoreset ({e})") from None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise ValueError(f"{p} is not a saved SlidingWindowCoreset (unreadable or truncated .npz: "
+                             f"{type(e).__name__}: {e}); save it again with SlidingWindowCoreset.save") from None
         if state.get("format") != _FORMAT:
             raise ValueError(f"{p}: unknown format {state.get('format')!r}, expected {_FORMAT!r}")
         sw = cls(**state["config"])

@@ -46,7 +46,7 @@ class WeightedSet:
         Raises:
             ValueError: NaN/inf, shape mismatch, colours outside ``[0, n_colors)``, negative weights.
         """
-        X = as_points(points)
+        X = as_points(points, n_colors_given=int(np.size(colors)))
         m = X.shape[0]
         if n_colors is None:
             c0 = np.asarray(colors)
@@ -58,6 +58,26 @@ class WeightedSet:
         if t.shape != (m,):
             raise ValueError(f"timestamps must have shape ({m},), got {t.shape}")
         return cls(X, w, c, t, n_colors)
+
+    def __post_init__(self) -> None:
+        # The direct constructor is public: check the contract :meth:`from_arrays` builds (cheap, O(m)).
+        X, w, c, t = self.points, self.weights, self.colors, self.timestamps
+        if not all(isinstance(a, np.ndarray) for a in (X, w, c, t)):
+            raise ValueError("WeightedSet: points, weights, colors and timestamps must be numpy arrays "
+                             "(use WeightedSet.from_arrays to convert and check)")
+        if X.ndim != 2:
+            raise ValueError(f"WeightedSet: points must be [m, d], got shape {X.shape} "
+                             "(use WeightedSet.from_arrays, which names the fix)")
+        m = X.shape[0]
+        for name, a in (("weights", w), ("colors", c), ("timestamps", t)):
+            if a.shape != (m,):
+                raise ValueError(f"WeightedSet: {name} must have shape ({m},), got {a.shape}")
+        if m and (not np.isfinite(w).all() or (w < 0).any()):
+            i = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+            raise ValueError(f"WeightedSet: weights must be finite and >= 0, got {w[i]!r} at point {i}")
+        if m and (not np.issubdtype(c.dtype, np.integer) or c.min() < 0 or c.max() >= self.n_colors):
+            raise ValueError(f"WeightedSet: colors must be integer indices in [0, {self.n_colors}), got dtype "
+                             f"{c.dtype}, range [{c.min()}, {c.max()}]")
 
     def __len__(self) -> int:
         return int(self.points.shape[0])

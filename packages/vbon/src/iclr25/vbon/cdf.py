@@ -42,7 +42,8 @@ def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
         ``(B,)`` float64 ``log F̂`` in nats.
 
     Raises:
-        ValueError: unknown smoothing, empty references, shape mismatch, NaN or infinite rewards.
+        ValueError: unknown smoothing, empty references, references not sorted ascending, shape
+            mismatch, NaN or infinite rewards.
     """
     if smoothing not in _SMOOTHINGS:
         raise ValueError(f"smoothing must be one of {_SMOOTHINGS}, got {smoothing!r}")
@@ -56,6 +57,9 @@ def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
         raise ValueError("rewards contain NaN; check the reward function")
     if torch.isinf(r).any():
         raise ValueError("rewards contain inf; check the reward function")
+    if ref.dim() in (1, 2) and (ref[..., 1:] < ref[..., :-1]).any():
+        raise ValueError("sorted_ref_rewards must be sorted ascending along the last axis "
+                         "(searchsorted on unsorted references gives a wrong F); pass torch.sort(ref).values")
     if ref.dim() == 1:
         less = torch.searchsorted(ref.contiguous(), r, side="left")
     elif ref.dim() == 2:

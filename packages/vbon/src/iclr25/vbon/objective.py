@@ -40,7 +40,8 @@ def vbon_reward(log_cdf, log_ref, n: int, bound: str = "exact", scale: str = "pa
         increasing transform of the underlying reward.
 
     Raises:
-        ValueError: bad ``n``, ``bound``, ``scale`` or shapes.
+        ValueError: bad ``n``, ``bound``, ``scale`` or shapes; ``log_cdf`` NaN or ``> 0`` (not a
+            log-probability; ``-inf`` is allowed: ``F = 0`` without smoothing); ``log_ref`` NaN or ``> 0``.
     """
     if bound not in _BOUNDS:
         raise ValueError(f"bound must be one of {_BOUNDS}, got {bound!r}")
@@ -50,11 +51,18 @@ def vbon_reward(log_cdf, log_ref, n: int, bound: str = "exact", scale: str = "pa
         raise ValueError(f"N must be an integer >= 1, got {n!r}")
     n = int(n)
     lf = torch.as_tensor(log_cdf, dtype=torch.float64)
+    if torch.isnan(lf).any():
+        raise ValueError("log_cdf contains NaN; check the reward function and the reference-reward cache")
+    if (lf > 1e-9).any():
+        raise ValueError(f"log_cdf must be <= 0 (log of a CDF value in [0, 1]), got max {lf.max().item():.4g}; "
+                         "pass log F, not F or the raw reward")
     if bound == "l1":
         return lf
     lr = torch.as_tensor(log_ref, dtype=torch.float64)
     if lr.shape != lf.shape:
         raise ValueError(f"log_ref shape {tuple(lr.shape)} != log_cdf shape {tuple(lf.shape)}")
+    if torch.isnan(lr).any():
+        raise ValueError("log_ref contains NaN; check the reference model's log-probs")
     if (lr > 1e-9).any():
         raise ValueError("log_ref must be <= 0 (a log-probability)")
     i = torch.arange(1, n + 1, dtype=torch.float64)

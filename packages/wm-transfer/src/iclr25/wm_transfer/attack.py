@@ -250,8 +250,8 @@ def transfer_attack(x_w: Tensor, surrogates: Sequence, strategy: Literal["invers
         :class:`AttackResult`.
 
     Raises:
-        ValueError: bad images (see :func:`~.models.check_images`), no surrogates, or bad parameters
-            (see :func:`check_attack_params`).
+        ValueError: bad images (see :func:`~.models.check_images`), no surrogates, a surrogate with a
+            ``cfg`` of another image size than ``x_w``, or bad parameters (see :func:`check_attack_params`).
     """
     check_images(x_w, name="x_w")
     if not surrogates:
@@ -259,6 +259,13 @@ def transfer_attack(x_w: Tensor, surrogates: Sequence, strategy: Literal["invers
     check_attack_params(alpha, r, eps, max_iters, ssim_stop, update, projection)
     if strategy not in ("inverse-decode", "random"):
         raise ValueError(f"strategy must be 'inverse-decode' or 'random', got {strategy!r}")
+    for j, s in enumerate(surrogates):
+        c = getattr(s, "cfg", None)
+        hw = (getattr(c, "H", None), getattr(c, "W", None))
+        if None not in hw and hw != (x_w.shape[2], x_w.shape[3]):
+            raise ValueError(f"x_w are {x_w.shape[2]}x{x_w.shape[3]} but surrogate {j} "
+                             f"({getattr(s, 'source', None) or type(s).__name__}) takes {hw[0]}x{hw[1]} images; "
+                             "resize the images to the surrogates' size or train surrogates at the images' size")
     decs = [_decode_fn(s) for s in surrogates]
     with _FrozenDecoders(surrogates), torch.no_grad():
         outs = [d(x_w) for d in decs]

@@ -13,6 +13,7 @@ dict of that code loads into :class:`HiddenEncoder` / :class:`HiddenDecoder` wit
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
@@ -160,7 +161,10 @@ def check_images(x: Any, cfg: HiddenConfig | None = None, *, name: str = "images
 
     Raises:
         ValueError: not a tensor, not 4-D, not 3 channels, wrong size (both sizes named), non-finite
-            values, or values outside ``[-1, 1]`` (uint8 ``0..255`` or ``[0, 1]``-scaled data get a hint).
+            values, or values outside ``[-1, 1]`` (uint8 ``0..255`` data get a hint).
+
+    Warns:
+        UserWarning: no negative value at all (``[0, 1]``-scaled images; the fix ``2 * x - 1`` is named).
     """
     if not isinstance(x, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor [B,3,H,W] in [-1,1], got {type(x).__name__}")
@@ -181,6 +185,9 @@ def check_images(x: Any, cfg: HiddenConfig | None = None, *, name: str = "images
     if lo < -1.0 - 1e-4 or hi > 1.0 + 1e-4:
         hint = " (they look like uint8 0..255 values: use x/127.5 - 1)" if hi > 2 else ""
         raise ValueError(f"{name} have values in [{lo:.3g}, {hi:.3g}], outside [-1, 1]{hint}")
+    if lo >= 0.0 and x[0].numel() >= 3 * 8 * 8:
+        warnings.warn(f"{name} have no negative value (range [{lo:.3g}, {hi:.3g}]): they look like [0, 1]-scaled "
+                      "images, but the package expects [-1, 1]; convert with 2 * x - 1", UserWarning, stacklevel=2)
     return x
 
 
@@ -387,10 +394,32 @@ class WatermarkModel(nn.Module):
 
 class CallableDecoder(nn.Module):
     """Wrap any callable ``decode(x in [-1,1]) -> [B, n]`` (a user's own decoder) as a model for the
-    attack and evaluation. ``n_bits`` is read from one forward pass when not given."""
+    attack and evaluation.
+
+    The package reads bits as ``round(clip(D(x), 0, 1))`` (threshold 0.5 on ``[0, 1]`` outputs). A decoder
+    with another output convention declares it, and :meth:`decode` maps its outputs onto that scale
+    (monotone, so gradients keep their direction and bit ``= 1`` exactly when ``out > threshold``):
+
+    * ``output_range=(0, 1)`` (default): probabilities / the package's own HiDDeN outputs;
+    * ``output_range=(-inf, inf)``: logits, threshold 0 by default, mapped with ``sigmoid(out - threshold)``;
+    * any finite ``(lo, hi)`` (e.g. ``(-1, 1)`` for a tanh/sign decoder), threshold ``(lo + hi) / 2`` by
+      default, mapped piecewise-linearly so that ``lo -> 0``, ``threshold -> 0.5``, ``hi -> 1``;
+    * a half-open range needs an explicit ``threshold`` and is mapped with ``sigmoid(out - threshold)``.
+
+    On the first call the raw outputs are checked against the declared range (with a tolerance of
+    ``range_tolerance`` times its width for a finite range); outside it a ``UserWarning`` names the observed
+    range and the fix (e.g. ``output_range=(-inf, inf)`` for logits).
+
+    Raises:
+        ValueError: a range with ``lo >= hi`` or NaN bounds, a threshold outside the open range, a half-open
+            range without a threshold; (in :meth:`decode`) images of another size than ``H x W`` or an output
+            of the wrong shape.
+    """
 
     def __init__(self, fn: Callable[[Tensor], Tensor], n_bits: int, H: int, W: int,
-                 message: Tensor | None = None, name: str = "callable") -> None:
+                 message: Tensor | None = None, name: str = "callable", *,
+                 output_range: tuple[float, float] = (0.0, 1.0), threshold: float | None = None,
+                 range_tolerance: float = 0.25) -> None:
         super().__init__()
         self.fn = fn
         self.cfg = HiddenConfig(H=H, W=W, n_bits=n_bits, decoder_head="pool", dec_strides=0)
@@ -400,17 +429,77 @@ class CallableDecoder(nn.Module):
         self.encoder = None
         if isinstance(fn, nn.Module):
             self.inner = fn
+        try:
+            lo, hi = (float(v) for v in output_range)
+        except (TypeError, ValueError):
+            raise ValueError(f"output_range must be a pair (lo, hi), got {output_range!r}") from None
+        if math.isnan(lo) or math.isnan(hi) or not lo < hi:
+            raise ValueError(f"output_range must be (lo, hi) with lo < hi, got {output_range!r}")
+        finite = math.isfinite(lo) and math.isfinite(hi)
+        if threshold is None:
+            if finite:
+                threshold = (lo + hi) / 2
+            elif lo == -math.inf and hi == math.inf:
+                threshold = 0.0
+            else:
+                raise ValueError(f"output_range {output_range!r} is half-open: give the decision threshold "
+                                 "(threshold=...)")
+        threshold = float(threshold)
+        if not (math.isfinite(threshold) and lo < threshold < hi):
+            raise ValueError(f"threshold must be finite and inside output_range {output_range!r}, got {threshold!r}")
+        if not (math.isfinite(range_tolerance) and range_tolerance >= 0):
+            raise ValueError(f"range_tolerance must be finite and >= 0, got {range_tolerance!r}")
+        self.output_range = (lo, hi)
+        self.threshold = threshold
+        self.range_tolerance = float(range_tolerance)
+        self._finite = finite
+        self._checked = False
 
     @property
     def n_bits(self) -> int:
         return self.cfg.n_bits
 
+    def _check_range(self, out: Tensor) -> None:
+        self._checked = True
+        lo, hi = self.output_range
+        o = out.detach()
+        if not bool(torch.isfinite(o).all()):
+            warnings.warn(f"decoder {self.source} returned NaN/inf outputs on its first call", UserWarning,
+                          stacklevel=3)
+            return
+        tol = self.range_tolerance * (hi - lo) if self._finite else 0.0
+        omin, omax = float(o.min()), float(o.max())
+        if omin < lo - tol or omax > hi + tol:
+            hint = (" (they look like logits: pass output_range=(-inf, inf))"
+                    if (lo, hi) == (0.0, 1.0) and omin < 0 < omax else "")
+            warnings.warn(f"decoder {self.source} returned values in [{omin:.3g}, {omax:.3g}], outside its declared "
+                          f"output_range ({lo:g}, {hi:g}){hint}; bits are read as out > {self.threshold:g}, so they "
+                          "may be wrong: declare the decoder's output_range/threshold", UserWarning, stacklevel=3)
+
+    def _to_unit(self, out: Tensor) -> Tensor:
+        lo, hi = self.output_range
+        t = self.threshold
+        if (lo, hi, t) == (0.0, 1.0, 0.5):
+            return out
+        if not self._finite:
+            return torch.sigmoid(out - t)
+        below = 0.5 * (out - lo) / (t - lo)
+        above = 0.5 + 0.5 * (out - t) / (hi - t)
+        return torch.where(out <= t, below, above)
+
     def decode(self, x: Tensor) -> Tensor:
+        """Decoder outputs on the package's ``[0, 1]`` scale (bit = 1 where ``> 0.5``, i.e. where the raw
+        output ``> threshold``); ``x [B,3,H,W]`` in ``[-1,1]`` -> ``[B, n]``."""
+        if x.dim() == 4 and (x.shape[2], x.shape[3]) != (self.cfg.H, self.cfg.W):
+            raise ValueError(f"decoder {self.source} takes {self.cfg.H}x{self.cfg.W} images, got "
+                             f"{x.shape[2]}x{x.shape[3]}; resize the images or wrap it with H, W of the images")
         out = self.fn(x)
         if not isinstance(out, Tensor) or out.dim() != 2 or out.shape != (x.shape[0], self.n_bits):
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
             raise ValueError(f"decoder {self.source} returned {shape}; expected [B={x.shape[0]}, n={self.n_bits}]")
-        return out
+        if not self._checked:
+            self._check_range(out)
+        return self._to_unit(out)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.decode(x)
