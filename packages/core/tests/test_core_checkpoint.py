@@ -18,6 +18,7 @@ import pytest
 
 from iclr25.core.checkpoint import (
     atomic_folder,
+    atomic_write_bytes,
     atomic_write_json,
     capture_rng_state,
     recover_folder,
@@ -120,6 +121,26 @@ def test_trim_jsonl_cuts_to_checkpointed_step_and_torn_line(tmp_path):
     assert trim_jsonl(tmp_path / "missing.jsonl", 3) == 0
     with pytest.raises(TypeError):
         trim_jsonl(log, "6")
+
+
+def test_atomic_write_bytes_old_or_new(tmp_path, monkeypatch):
+    """A single-file checkpoint (a torch.save into bytes) is replaced whole; a write that fails half-way leaves the
+    old file and no temporary file."""
+    f = tmp_path / "sub" / "checkpoint.pt"
+    atomic_write_bytes(f, b"old")
+    assert f.read_bytes() == b"old"
+    atomic_write_bytes(f, b"new" * 1000)
+    assert f.read_bytes() == b"new" * 1000
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_bytes(f, b"torn")
+    monkeypatch.undo()
+    assert f.read_bytes() == b"new" * 1000
+    assert [p.name for p in f.parent.iterdir()] == ["checkpoint.pt"]  # no temporary file left behind
 
 
 # A toy trainer that uses the helpers as a package would: state per step in an atomic checkpoint with every

@@ -175,7 +175,7 @@ def test_resume_matches_uninterrupted(tmp_path):
 
 def test_resume_drops_metrics_after_the_checkpoint(tmp_path):
     """A run killed between checkpoints left metrics past the checkpoint's step (and a torn line): the
-    resumed run logs each step once; --resume with no checkpoint starts a fresh metrics file."""
+    resumed run logs each step once; --resume with no checkpoint is an error (as in vbon)."""
     from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
 
     tok = byte_tokenizer()
@@ -189,9 +189,9 @@ def test_resume_drops_metrics_after_the_checkpoint(tmp_path):
     assert json.loads(lines[3])["loss"] != 0.0  # step 4 is the resumed run's, not the stale record
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "metrics.jsonl").write_text(json.dumps({"step": 9, "loss": 1.0}) + "\n")
-    _train(tok, mk(), tmp_path / "c", 2, resume=True)
-    lines = (tmp_path / "c" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(x)["step"] for x in lines] == [1, 2]
+    # --resume without a checkpoint warned and started over (vbon: an error): one behaviour, vbon's
+    with pytest.raises(FileNotFoundError, match="--resume given but no checkpoint in .*train without --resume"):
+        _train(tok, mk(), tmp_path / "c", 2, resume=True)
 
 
 def test_resume_refuses_changed_settings_and_torn_checkpoint(tmp_path):
@@ -231,3 +231,61 @@ def test_grad_accum_must_match_the_launch_config(monkeypatch):
     monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
     with pytest.raises(ValueError, match="grad_accum: the trainer is set to 2 but the Accelerator accumulates 4"):
         PreferenceTrainer(qm, pairs, tok.pad_token_id, TrainerConfig(batch_size=2, grad_accum=2, progress=False))
+
+
+def _dpo_batch(tok):
+    from iclr25.q_adapter.data import collate_pairs
+
+    pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i} yes", f" bad {i}!") for i in range(4)], tok,
+                           max_length=24, max_prompt_length=8)
+    return collate_pairs(pairs, tok.pad_token_id), pairs
+
+
+@pytest.mark.parametrize("disable", [True, False])
+def test_dpo_is_log2_at_init_with_dropout(disable):
+    """Issue 44 item 4: with the policy equal to the reference (LoRA B = 0 at init) DPO's loss is log 2 exactly
+    on a checkpoint whose config carries dropout 0.3, because the trainer sets the base model's dropout to 0
+    (TRL's default for preference losses). ``disable_dropout=False`` keeps the model's dropout: the policy and
+    the reference forwards then draw different masks and the loss is not log 2 (the defect)."""
+    import math
+
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    batch, pairs = _dpo_batch(tok)
+    torch.manual_seed(0)
+    pol = LoRAPolicy(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=64, seed=0, dropout=0.3),
+                     QAdapterConfig(lora_dropout=0.3), score="dpo")
+    tr = PreferenceTrainer(pol, pairs, tok.pad_token_id, TrainerConfig(method="dpo", batch_size=2, progress=False,
+                                                                       disable_dropout=disable))
+    tr.model.train()
+    loss, stats = tr.model(**batch, method="dpo", dpo_beta=0.1)
+    if disable:
+        assert loss.item() == math.log(2) or torch.equal(loss, torch.log(torch.tensor(2.0, dtype=loss.dtype)))
+        assert stats["margin"] == 0.0
+    else:
+        assert abs(loss.item() - math.log(2)) > 1e-4
+
+
+def test_qadapter_loss_dropout_free_in_training():
+    """Q-Adapter's residual rewards compare the adapter-on forward with the base (reference) forward; on a
+    checkpoint with dropout 0.3 the training-mode loss must equal the eval-mode (dropout-free) loss, by
+    default; with the model's dropout kept it does not (two different masks)."""
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    batch, pairs = _dpo_batch(tok)
+    losses = {}
+    for disable in (True, False):
+        torch.manual_seed(0)
+        qm = QAdapterModel(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=64, seed=0, dropout=0.3),
+                           QAdapterConfig())
+        tr = PreferenceTrainer(qm, pairs, tok.pad_token_id, TrainerConfig(batch_size=2, progress=False,
+                                                                          disable_dropout=disable))
+        tr.model.train()
+        train_loss = tr.model(**batch)[0].detach()
+        tr.model.eval()
+        with torch.no_grad():
+            losses[disable] = (train_loss, tr.model(**batch)[0])
+    assert torch.equal(*losses[True])
+    assert not torch.equal(*losses[False])

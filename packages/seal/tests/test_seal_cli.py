@@ -173,3 +173,41 @@ def test_select_rejects_a_selector_of_another_file_and_bad_keep(tmp_path, saved_
         assert main(["select", "--selector", str(out / "selector.safetensors"), "--ft", str(files["ft"]), "--keep", keep,
                      "--out", str(tmp_path / "p")]) == 2
         assert "keep" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # three processes that each import torch and transformers: ~40 CPU-s
+def test_train_selector_kill_and_resume_is_bit_identical(tmp_path, saved_model, files):
+    """Issue 44: SIGKILL train-selector a random moment after its first checkpoint; --resume must end with a
+    byte-identical selector, model/optimiser state and metrics.jsonl (each step once) as an uninterrupted run."""
+    from iclr25.core.testing import kill_and_resume
+
+    args = _sel_args(saved_model, files, "X")[:-2]  # without --out
+    args[args.index("--epochs") + 1] = "6"
+    cmd = [sys.executable, "-m", "iclr25.seal", *args, "--save-every", "2", "--log-every", "1"]
+    kill_and_resume(cmd, killed_out=tmp_path / "killed", reference_out=tmp_path / "ref",
+                    ready=lambda out: (out / "checkpoint" / "loop_state.pt").is_file(), max_delay=0.5,
+                    compare=["checkpoint/model_state.pt"], logs=["metrics.jsonl", "history.json"], timeout=300)
+    # selector.safetensors: the header's metadata order is not fixed between processes (a hash map) and its history
+    # holds wall times, so its tensors and its other metadata are compared instead of its bytes
+    from safetensors import safe_open
+
+    files_ = [safe_open(str(tmp_path / d / "selector.safetensors"), "pt") for d in ("ref", "killed")]
+    metas = [{k: v for k, v in f.metadata().items() if k != "history"} for f in files_]
+    assert metas[0] == metas[1]
+    assert sorted(files_[0].keys()) == sorted(files_[1].keys())
+    for k in files_[0].keys():
+        assert torch.equal(files_[0].get_tensor(k), files_[1].get_tensor(k)), k
+    steps = [json.loads(x)["step"] for x in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) > 4
+
+
+def test_metrics_trimmed_to_the_checkpoint_on_resume(tmp_path, saved_model, files):
+    """A kill after logging steps past the last checkpoint left them in metrics.jsonl; the resumed run logged
+    them again (twice). The log is now cut back to the checkpointed step before the resumed run appends."""
+    out = tmp_path / "b"
+    assert main(_sel_args(saved_model, files, out, "--stop-after-steps", "3", "--log-every", "1")) == 0
+    with open(out / "metrics.jsonl", "a") as fh:  # what a run killed after logging step 4 leaves
+        fh.write(json.dumps({"step": 4, "epoch": 0, "upper_loss": -1.0}) + "\n" + '{"step": 5, "ep')
+    assert main(_sel_args(saved_model, files, out, "--resume", "--log-every", "1")) == 0
+    recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs] == list(range(1, len(recs) + 1)) and recs[3]["upper_loss"] != -1.0

@@ -229,3 +229,32 @@ def test_vbon_training_moves_toward_reward(tiny_lm, count_reward):
     after = evaluate_policy(tr.unwrapped, model, tok, count_reward, PROMPTS, 32, 8)
     assert after["reward"] > before["reward"] + 0.15
     assert after["kl"] > 0
+
+
+def test_logprobs_at_sampling_temperature(tiny_lm, count_reward):
+    """``--vbon.temperature 0.5`` sampled from the tempered policy but scored it at temperature 1 (off-policy
+    updates). Now the rollout's old log-probs, the update's log-probs and the KL estimate are those of
+    ``softmax(logits / T)`` (checked against a direct log-softmax of the scaled logits); ``logprob_temperature
+    ='one'`` keeps the untempered (trlx) reading; the reference is scored at temperature 1 either way."""
+    model, tok = tiny_lm
+    T = 0.5
+    s = sample(model, tok, PROMPTS[:2], 2, 5, temperature=T)
+    with torch.no_grad():
+        logits = model(input_ids=s.input_ids, attention_mask=s.attention_mask, position_ids=s.position_ids).logits
+        direct = torch.log_softmax(logits[:, :-1].double() / T, -1).gather(-1, s.input_ids[:, 1:, None])[..., 0]
+        got = response_logprobs(model, s, temperature=T)
+    m = s.response_mask[:, 1:].bool()
+    assert torch.allclose(got[:, 1:][m].double(), direct[m], atol=1e-5)
+    assert not torch.allclose(got, response_logprobs(model, s))  # T = 1 differs
+    for scoring, t_pol in (("sampling", T), ("one", 1.0)):
+        cfg = VBoNConfig(method="rlhf", n=4, steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=5,
+                         temperature=T, logprob_temperature=scoring)
+        tr = VBoNTrainer(clone_policy(model), model, tok, count_reward, PROMPTS, cfg)
+        ro = tr.rollout()
+        with torch.no_grad():
+            pol = response_logprobs(tr.unwrapped.eval(), ro.samples, temperature=t_pol)
+            ref = response_logprobs(model, ro.samples)  # the reference: temperature 1
+        assert torch.equal(ro.old_logprobs, pol), scoring
+        assert torch.allclose(ro.kl_seq, ((pol - ref) * ro.mask).sum(1)), scoring
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        response_logprobs(model, s, temperature=0.0)

@@ -61,9 +61,14 @@ def tabular_data(task, seed: int, n_demo: int | None, n_pref: int, biased: bool 
 
 
 def _save_ckpt(path: Path, state: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    """``torch.save`` of the tabular / tiny-LM state, written with the core's atomic writer (old or new, never torn)."""
+    import io
+
+    from iclr25.core.checkpoint import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _load_ckpt(path: Path) -> dict:

@@ -192,6 +192,10 @@ class TextOptions:
     """4-bit NF4 weights (bitsandbytes, CUDA; use with --lora-r)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass."""
+    disable_dropout: bool = True
+    """Set the policy's dropout to 0 (TRL's default for preference losses): the implicit loss compares the policy's
+    log-probs with reference log-probs cached without dropout, so with dropout on it is not log 2 at initialisation
+    (policy == reference). --no-disable-dropout keeps the model's dropout (the reward model's is never changed)."""
 
     def __post_init__(self) -> None:
         check_count("max_length", self.max_length, 2, why="a prompt token and a response token")

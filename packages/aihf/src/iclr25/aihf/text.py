@@ -35,6 +35,7 @@ from .implicit import Encoded, batched_logprobs, implicit_epoch
 from .losses import aihf_reward_loss
 
 __all__ = ["encode_texts", "encode_pairs", "RewardModel", "PolicyStep", "PPOStep", "train_text", "load_text_data",
+           "disable_dropout_in_model",
            "cut_at_next_turn", "TURN_STOPS"]
 
 log = logging.getLogger("iclr25.aihf")
@@ -354,16 +355,24 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
         if not cfg.reward_model:
             raise ValueError("policy_step is the explicit form's policy step: give --reward-model (the implicit form "
                              "trains the policy directly)")
+    from iclr25.core.checkpoint import capture_rng_state, recover_folder, restore_rng_state
     from iclr25.core.lm import load_causal_lm
+    from iclr25.core.seed import seed_everything
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    ck = out / "checkpoint"
+    if cfg.resume:  # checked before the data and the models load
+        recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
+        if not (ck / "state.json").is_file():
+            raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
+    seed_everything(cfg.seed)  # every global generator: a run is repeatable (dropout, if kept, draws from torch's)
     demos, prefs, stats = load_text_data(cfg)
     load_kw = dict(dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map, load_in_4bit=cfg.load_in_4bit,
                    gradient_checkpointing=cfg.gradient_checkpointing)
     state = {"round": 0, "history": []}
-    if cfg.resume and (out / "state.json").is_file():
-        state = json.loads((out / "state.json").read_text())
+    if cfg.resume:
+        state = json.loads((ck / "state.json").read_text())
         if state["round"] > cfg.rounds:
             raise ValueError(f"rounds={cfg.rounds}: {out} is already at round {state['round']}; --rounds is the total "
                              f"to reach, pass more than {state['round']}")
@@ -379,8 +388,12 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
         for p in reference.parameters():
             p.requires_grad_(False)
     policy = _lora(policy, cfg)
-    if state["round"] > 0 and (out / "policy").is_dir():
-        _load_weights(policy, out / "policy")
+    if cfg.disable_dropout:
+        # TRL's default for preference losses: the policy's forward is dropout-free like the reference's (cached
+        # in eval mode), so at initialisation (policy == reference) the implicit loss is exactly log 2
+        disable_dropout_in_model(policy)
+    if state["round"] > 0:
+        _load_weights(policy, ck / "policy")
     policy.train()
     acc = _accelerator(cfg)
     if acc is not None and acc.num_processes > 1:
@@ -397,11 +410,13 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
                             weight_decay=1e-6)
     if acc is not None and acc.num_processes > 1:
         policy, opt = acc.prepare(policy, opt)
-    if cfg.resume and (out / "optimizer.pt").is_file():
-        opt.load_state_dict(torch.load(out / "optimizer.pt", weights_only=True))
+    if cfg.resume:
+        opt.load_state_dict(torch.load(ck / "optimizer.pt", weights_only=True))
     rng = np.random.default_rng([cfg.seed, 11])
     if "rng" in state:
         rng.bit_generator.state = state["rng"]
+    if "rng_global" in state:
+        restore_rng_state(state["rng_global"])
     chosen = rejected = ref_w = ref_l = None
     if prefs and cfg.w < 1:
         chosen, rejected = encode_pairs(tok, prefs, cfg.max_length)
@@ -414,11 +429,11 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
         check_context(backbone, cfg.max_length, "--reward-model")
         check_vocab(backbone, rm_tok, "--reward-model", policy_tokenizer=tok)
         rm = RewardModel(_lora(backbone, cfg))
-        if state["round"] > 0 and (out / "reward_model").is_dir():
-            _load_weights(rm.backbone, out / "reward_model")
+        if state["round"] > 0:
+            _load_weights(rm.backbone, ck / "reward_model")
             from safetensors.torch import load_file
 
-            rm.head.weight.data.copy_(load_file(str(out / "reward_model" / "reward_head.safetensors"))["weight"])
+            rm.head.weight.data.copy_(load_file(str(ck / "reward_model" / "reward_head.safetensors"))["weight"])
         rm_opt = torch.optim.AdamW([p for p in rm.parameters() if p.requires_grad], lr=cfg.lr)
     for rnd in range(state["round"], cfg.rounds):
         t0 = time.perf_counter()
@@ -456,6 +471,7 @@ def train_text(cfg: Any, *, policy_step: PolicyStep | None = None) -> dict:
         state["history"].append(rec)
         state["round"] = rnd + 1
         state["rng"] = rng.bit_generator.state
+        state["rng_global"] = capture_rng_state(torch_state=True)
         _save(out, _unwrap(policy, acc), tok, rm, opt, state, acc)
         log.info("round %d: %s", rnd + 1, {k: round(v, 4) if isinstance(v, float) else v for k, v in rec.items()})
     metrics = {"rounds": state["round"], "history": state["history"], "n_demos": len(demos), "n_prefs": len(prefs),
@@ -514,14 +530,37 @@ def _pref_accuracy(rm, policy, ref_logps, chosen, rejected, cfg) -> float:
 
 
 def _save(out: Path, policy, tok, rm, opt, state: dict, acc) -> None:
+    """The round's checkpoint ``<out>/checkpoint/`` (policy, reward model, optimiser, ``state.json``), written with
+    :func:`iclr25.core.checkpoint.atomic_folder` (a kill at any moment leaves the previous round's checkpoint or this
+    one, never round-r weights beside round-(r-1) state); then the exports ``<out>/policy``, ``<out>/reward_model``
+    and ``<out>/state.json`` for users (not read by ``--resume``)."""
+    from iclr25.core.checkpoint import atomic_folder, atomic_write_text
+
     if acc is not None and not acc.is_main_process:
         return
+    text = json.dumps(state, indent=1, default=float) + "\n"
+    with atomic_folder(out / "checkpoint") as tmp:
+        policy.save_pretrained(tmp / "policy")
+        tok.save_pretrained(tmp / "policy")
+        if rm is not None:
+            rm.save(tmp / "reward_model")
+        torch.save(opt.state_dict(), tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(text, encoding="utf-8")
     policy.save_pretrained(out / "policy")
     tok.save_pretrained(out / "policy")
     if rm is not None:
         rm.save(out / "reward_model")
-    torch.save(opt.state_dict(), out / "optimizer.pt")
-    (out / "state.json").write_text(json.dumps(state, indent=1, default=float) + "\n")
+    atomic_write_text(out / "state.json", text)
+
+
+def disable_dropout_in_model(model: torch.nn.Module) -> int:
+    """Set every ``nn.Dropout`` of ``model`` to ``p = 0`` (TRL's ``disable_dropout_in_model``); returns how many."""
+    n = 0
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout) and mod.p:
+            mod.p = 0.0
+            n += 1
+    return n
 
 
 def _load_weights(model, folder: Path) -> None:

@@ -76,7 +76,11 @@ class TrainArgs(CommonOptions, SeedOption, ModelLoadOptions):
     """Stop after this many optimiser steps (0: all epochs)."""
     checkpoint_every: int = 50
     resume: bool = False
-    """Continue from ``out/checkpoint`` (adapter, optimiser, step)."""
+    """Continue from ``out/checkpoint`` (adapter, optimiser, step, RNG states); an error when there is none."""
+    disable_dropout: bool = True
+    """Base model dropout off in training (TRL's default for preference losses: the policy and reference
+    forwards see one dropout-free network); ``--no-disable-dropout`` keeps the model's dropout. LoRA dropout
+    is not affected."""
     quick: bool = True
     """Embedded base size: quick (2 layers) or full (4 layers)."""
 
@@ -206,12 +210,20 @@ def cmd_train(a: TrainArgs) -> int:
     from .model import LoRAPolicy, QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
+    if a.resume:  # checked before the data and the model load
+        from iclr25.core.checkpoint import recover_folder
+
+        ck = Path(a.out) / "checkpoint"
+        recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
+        if not (ck / "trainer_state.pt").is_file():
+            raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
     pairs = _pairs(a.data, a.domain, "train")  # validated before the model loads
     if a.max_pairs:
         pairs = pairs[: a.max_pairs]
     tcfg = TrainerConfig(method=a.method, learning_rate=a.learning_rate, epochs=a.epochs, batch_size=a.batch_size,
                          grad_accum=a.grad_accum, max_steps=a.max_steps, seed=a.seed,
-                         checkpoint_every=a.checkpoint_every, progress=not a.quiet)
+                         checkpoint_every=a.checkpoint_every, progress=not a.quiet,
+                         disable_dropout=a.disable_dropout)
     extra = {} if a.reg_beta is None else {"reg_beta": a.reg_beta}
     qcfg = QAdapterConfig.variant(a.variant, alpha_tilde=a.alpha_tilde, alpha_0=a.alpha_0, lora_r=a.lora_r,
                                   lora_alpha=2 * a.lora_r, **extra)

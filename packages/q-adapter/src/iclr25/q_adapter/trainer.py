@@ -30,7 +30,7 @@ from .data import TokenizedPair, collate_pairs
 from .losses import action_mask
 from .model import LoRAPolicy, QAdapterModel, _PeftPolicy
 
-__all__ = ["TrainerConfig", "PreferenceTrainer", "preference_step_loss", "train_qadapter"]
+__all__ = ["TrainerConfig", "PreferenceTrainer", "preference_step_loss", "train_qadapter", "disable_model_dropout"]
 
 log = logging.getLogger(__name__)
 Method = Literal["q-adapter", "dpo", "sft"]
@@ -64,6 +64,12 @@ class TrainerConfig:
     """Save a checkpoint every N steps (0: only at the end)."""
     log_every: int = 10
     progress: bool = True
+    disable_dropout: bool = True
+    """Set the base model's dropout to 0 (TRL's ``disable_dropout``, on by default for preference losses), so
+    the policy forward and the reference forward (adapter off) see the same dropout-free network: with
+    dropout on, DPO at initialisation (policy == reference) is not ``log 2`` and Q-Adapter's residual rewards
+    mix two dropout masks. LoRA's own dropout (``QAdapterConfig.lora_dropout``, official 0.05) is kept: it
+    only touches the adapter's input. ``False``: the model's dropout as configured (the official code)."""
 
     def __post_init__(self) -> None:
         if self.method not in ("q-adapter", "dpo", "sft"):
@@ -109,6 +115,23 @@ def preference_step_loss(policy: _PeftPolicy, batch: dict[str, torch.Tensor], me
     raise ValueError(f"unknown method {method!r}")
 
 
+def disable_model_dropout(model: torch.nn.Module) -> int:
+    """Set the dropout of a (PEFT-wrapped) model to 0, LoRA's own ``lora_dropout`` excepted (TRL's
+    ``disable_dropout_in_model`` for the base network): every ``nn.Dropout`` and every float
+    ``attention_dropout`` attribute (Llama-style attention applies it functionally). Returns how many were set."""
+    n = 0
+    for name, mod in model.named_modules():
+        if "lora_dropout" in name:
+            continue
+        if isinstance(mod, torch.nn.Dropout) and mod.p:
+            mod.p = 0.0
+            n += 1
+        if isinstance(getattr(mod, "attention_dropout", None), float) and mod.attention_dropout:
+            mod.attention_dropout = 0.0
+            n += 1
+    return n
+
+
 class PreferenceTrainer:
     """Train the LoRA adapter of a :class:`QAdapterModel` (or a :class:`LoRAPolicy` for DPO/SFT).
 
@@ -149,6 +172,8 @@ class PreferenceTrainer:
                 f"{self.acc.gradient_accumulation_steps} batches (the accelerate launch config's "
                 "gradient_accumulation_steps / ACCELERATE_GRADIENT_ACCUMULATION_STEPS, or the accelerator "
                 "passed in); set --grad-accum and the config to the same value")
+        if self.cfg.disable_dropout:
+            disable_model_dropout(policy.peft_model)
         params = policy.trainable_parameters()
         if not params:
             raise ValueError("the policy has no trainable (LoRA) parameters")
@@ -200,36 +225,53 @@ class PreferenceTrainer:
         return self.out / "checkpoint" if self.out is not None else None
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoint/`` (adapter + optimiser + step + RNG)."""
+        """Write ``checkpoint/`` (adapter + optimiser + step + every RNG state) with
+        :func:`iclr25.core.checkpoint.atomic_folder`: a kill at any moment leaves the previous checkpoint or
+        this one whole, never the adapter of one step beside the optimiser of another."""
+        from iclr25.core.checkpoint import atomic_folder, capture_rng_state
+
         if self.checkpoint_dir is None or not self.acc.is_main_process:
             return
-        d = self.checkpoint_dir
-        self.policy.save_pretrained(d)
         lora = {k: v.detach().cpu() for k, v in self.policy.peft_model.named_parameters() if v.requires_grad}
-        torch.save({"step": self.step, "optimizer": self.opt.state_dict(), "lora": lora,
-                    "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg),
-                    "n_pairs": len(self.pairs), "world": self.world,
-                    "policy": json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)},
-                   d / "trainer_state.pt")
+        with atomic_folder(self.checkpoint_dir) as tmp:
+            self.policy.save_pretrained(tmp)
+            # byte-identical after a resume: pickle memoises a string object shared with the optimiser state
+            # (its "step" / "weight_decay" keys) in a fresh run but not in a resumed one (equal values, other
+            # bytes), so the metadata is JSON text and the step is "global_step"
+            torch.save({"global_step": self.step, "optimizer": self.opt.state_dict(), "lora": lora,
+                        "rng": json.dumps(capture_rng_state(torch_state=True)),
+                        "config": json.dumps(asdict(self.cfg), sort_keys=True),
+                        "n_pairs": len(self.pairs), "world": self.world,
+                        "policy": json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)},
+                       tmp / "trainer_state.pt")
 
     # settings a resumed run may change (a longer run, other logging); every other TrainerConfig field
     # fixes the data order, the loss or the optimiser state, so a change is an error
     RESUMABLE_CHANGES = ("epochs", "max_steps", "checkpoint_every", "log_every", "progress")
 
+    def has_checkpoint(self) -> bool:
+        """Whether ``checkpoint/`` holds a trainer state (after putting back one a kill left half-swapped)."""
+        from iclr25.core.checkpoint import recover_folder
+
+        d = self.checkpoint_dir
+        return d is not None and recover_folder(d) is not None and (d / "trainer_state.pt").is_file()
+
     def load_checkpoint(self) -> bool:
         """Restore from ``checkpoint/``; returns False when there is none."""
+        from iclr25.core.checkpoint import restore_rng_state
+
         d = self.checkpoint_dir
-        if d is None or not (d / "trainer_state.pt").is_file():
+        if not self.has_checkpoint():
             return False
         fix = f"delete {d} or run without --resume (or in another --out)"
         try:
             st = torch.load(d / "trainer_state.pt", map_location="cpu", weights_only=True)
-            if not isinstance(st, dict) or not {"step", "optimizer", "lora", "torch_rng"} <= set(st):
+            if not isinstance(st, dict) or not {"global_step", "optimizer", "lora", "rng"} <= set(st):
                 raise ValueError("not a trainer state written by PreferenceTrainer")
         except Exception as e:  # torch raises UnpicklingError/RuntimeError/EOFError on a torn or foreign file
             raise ValueError(f"checkpoint {d / 'trainer_state.pt'} is torn or not a PreferenceTrainer state "
                              f"({type(e).__name__}); {fix}") from e
-        saved = st.get("config", {})
+        saved = json.loads(st["config"]) if isinstance(st.get("config"), str) else st.get("config", {})
         now = asdict(self.cfg)
         changed = [f"{k}: {saved[k]!r} -> {now[k]!r}" for k in now
                    if k in saved and k not in self.RESUMABLE_CHANGES and saved[k] != now[k]]
@@ -254,8 +296,8 @@ class PreferenceTrainer:
                                      f"saved, {tuple(named[k].shape)} now); {fix}")
                 named[k].copy_(v.to(named[k].device))
         self.opt.load_state_dict(st["optimizer"])
-        torch.set_rng_state(st["torch_rng"])
-        self.step = int(st["step"])
+        restore_rng_state(json.loads(st["rng"]))
+        self.step = int(st["global_step"])
         log.info("resumed from %s at step %d", d, self.step)
         return True
 
@@ -268,20 +310,21 @@ class PreferenceTrainer:
             on_step: ``on_step(step, record)`` called after each optimiser step (e.g. an evaluation for
                 an accuracy-vs-steps curve; the model is put back in train mode after it).
         """
+        from iclr25.core.checkpoint import trim_jsonl
         from iclr25.core.progress import progress
 
-        resumed = bool(resume and self.load_checkpoint())
-        if resume and not resumed:
-            log.warning("--resume: no checkpoint in %s; starting from scratch", self.checkpoint_dir)
+        if resume and not self.load_checkpoint():
+            # one behaviour for every package (vbon's): a resume that cannot resume is an error, not a fresh run
+            raise FileNotFoundError(f"--resume given but no checkpoint in {self.checkpoint_dir} (train without "
+                                    "--resume first)")
         metrics_fh = None
         main = self.acc.is_main_process
         if self.out is not None and main:
             self.out.mkdir(parents=True, exist_ok=True)
             metrics_path = self.out / "metrics.jsonl"
-            kept = _metrics_up_to(metrics_path, self.step) if resumed else []
-            metrics_fh = open(metrics_path, "w", encoding="utf-8")
-            for line in kept:
-                metrics_fh.write(line + "\n")
+            if resume:  # records past the checkpoint (a kill between two checkpoints) and a torn line go
+                trim_jsonl(metrics_path, self.step)
+            metrics_fh = open(metrics_path, "a" if resume else "w", encoding="utf-8")
         self.model.train()
         bar = progress(None, desc=f"train[{self.cfg.method}]", total=self.total_steps,
                        unit="step") if (self.cfg.progress and main) else None
@@ -320,6 +363,7 @@ class PreferenceTrainer:
                     self.history.append(rec)
                     if metrics_fh is not None:
                         metrics_fh.write(json.dumps(rec) + "\n")
+                        metrics_fh.flush()  # a kill must not lose logged steps that a checkpoint already covers
                     if bar is not None:
                         bar.update(1)
                         if self.step % max(1, self.cfg.log_every) == 0:
@@ -342,25 +386,6 @@ class PreferenceTrainer:
         self.acc.wait_for_everyone()
         log.info("%s: %d steps in %.1f s", self.cfg.method, self.step, time.perf_counter() - t0)
         return self.history
-
-
-def _metrics_up_to(path: Path, step: int) -> list[str]:
-    """The lines of a ``metrics.jsonl`` whose ``step`` is at most ``step`` (the resumed checkpoint).
-
-    Records written after the last checkpoint (a run killed between two checkpoints) are dropped,
-    so a resumed run does not log those steps twice; a torn last line is dropped too.
-    """
-    if not path.exists():
-        return []
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and rec["step"] <= step:
-            kept.append(line)
-    return kept
 
 
 def train_qadapter(model: QAdapterModel, pairs: Sequence[TokenizedPair], pad_token_id: int,

@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -204,21 +202,62 @@ def _cfg_key(cfg: BilevelConfig) -> dict[str, Any]:
 
 
 def _ckpt_write(folder: Path, runtime: Runtime, model: Any, model_opt: Any, own: dict[str, Any]) -> None:
-    tmp = folder.with_name(folder.name + ".tmp")
-    if runtime.is_main:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+    """Write a checkpoint with :func:`iclr25.core.checkpoint.atomic_folder`: every rank writes its model state
+    into the temporary sibling ``<folder>.tmp`` (DeepSpeed saves shards from every rank), the main process adds
+    ``loop_state.pt`` and swaps the folder in once all ranks are done; a kill at any moment leaves the previous
+    checkpoint or this one whole."""
+    import contextlib
+
+    from iclr25.core.checkpoint import atomic_folder
+
+    tmp_path = folder.with_name(folder.name + ".tmp")  # atomic_folder's temporary folder, known to every rank
+    with (atomic_folder(folder) if runtime.is_main else contextlib.nullcontext(tmp_path)) as tmp:
+        runtime.barrier()  # the main process has created tmp
+        runtime.save_model_state(tmp, model, model_opt)
+        if runtime.is_main:
+            torch.save(own, tmp / "loop_state.pt")
+        runtime.barrier()  # every rank has written before the swap
     runtime.barrier()
-    runtime.save_model_state(tmp, model, model_opt)
-    if runtime.is_main:
-        torch.save(own, tmp / "loop_state.pt")
-        old = folder.with_name(folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-        shutil.rmtree(old, ignore_errors=True)
-    runtime.barrier()
+
+
+def _rng_state() -> str:
+    """Every global generator's state (Python, NumPy, torch CPU and CUDA) as JSON text, for ``loop_state.pt``."""
+    from iclr25.core.checkpoint import capture_rng_state
+
+    return json.dumps(capture_rng_state(torch_state=True))
+
+
+def _restore_rng(own: dict[str, Any], path: Path) -> None:
+    """Put back the generators :func:`_rng_state` saved (``torch_rng``/``cuda_rng`` of older checkpoints too)."""
+    from iclr25.core.checkpoint import restore_rng_state
+
+    if "rng" in own:
+        restore_rng_state(json.loads(own["rng"]))
+        return
+    if "torch_rng" not in own:
+        raise ValueError(f"checkpoint {path} holds no RNG state; delete the checkpoint folder and run without --resume")
+    torch.set_rng_state(own["torch_rng"])  # a checkpoint of an earlier version: torch's generators only
+    if torch.cuda.is_available() and "cuda_rng" in own:
+        torch.cuda.set_rng_state_all(list(own["cuda_rng"]))
+
+
+def _prepare_resume(ckpt: Path | None, resume: bool, is_main: bool) -> None:
+    """Before a run: put back a checkpoint a kill left half-swapped; ``resume`` without one is an error."""
+    from iclr25.core.checkpoint import recover_folder
+
+    if ckpt is not None and is_main:
+        recover_folder(ckpt)
+    if resume and (ckpt is None or not (ckpt / "loop_state.pt").is_file()):
+        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt} (loop_state.pt missing); run without --resume")
+
+
+def _trim_metrics(metrics_path: str | Path | None, step: int, is_main: bool) -> None:
+    """On resume, cut ``metrics.jsonl`` back to the checkpoint's step (a kill between two checkpoints left
+    later records, which the resumed run logs again)."""
+    from iclr25.core.checkpoint import trim_jsonl
+
+    if metrics_path is not None and is_main:
+        trim_jsonl(metrics_path, step)
 
 
 def _stack_batches(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...], pad_id: int) -> tuple[torch.Tensor, ...]:
@@ -284,8 +323,7 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
     runtime.configure(micro, ga)
     sigmas = cfg.sigmas()
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    if resume and (ckpt is None or not (ckpt / "loop_state.pt").is_file()):
-        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt} (loop_state.pt missing); run without --resume")
+    _prepare_resume(ckpt, resume, runtime.is_main)
 
     torch.manual_seed(cfg.seed)
     dev = runtime.device
@@ -332,18 +370,15 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
         counts[:min(e0, E)] = own["update_counts"][:E]
         epoch_logits[:min(e0, E)] = own["epoch_logits"][:E]
         history = meta["history"]
-        torch.set_rng_state(own["torch_rng"])
-        if torch.cuda.is_available() and "cuda_rng" in own:
-            torch.cuda.set_rng_state_all(list(own["cuda_rng"]))
+        _restore_rng(own, ckpt)
+        _trim_metrics(metrics_path, st["global_step"], runtime.is_main)
         log.info("resumed selector training at epoch %d, step %d (σ = %.4g)", st["epoch"], st["step"],
                  sigmas[min(st["epoch"], E - 1)])
 
     def own_state() -> dict[str, Any]:
         d = {"logits": sel.logits.detach().cpu().clone(), "selector_opt": sel_opt.state_dict(),
-             "update_counts": counts.clone(), "epoch_logits": epoch_logits.clone(), "torch_rng": torch.get_rng_state(),
+             "update_counts": counts.clone(), "epoch_logits": epoch_logits.clone(), "rng": _rng_state(),
              "meta": json.dumps({"n_ft": n, "n_safe": m, **fingerprints, "config": _cfg_key(cfg), "state": st, "history": history})}
-        if torch.cuda.is_available():
-            d["cuda_rng"] = torch.stack(torch.cuda.get_rng_state_all())
         return d
 
     plans = [epoch_plan(n, m, cfg, e) for e in range(E)]

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .bilevel import _ckpt_write, _perm
+from .bilevel import _ckpt_write, _perm, _prepare_resume, _restore_rng, _rng_state, _trim_metrics
 from .config import SFTConfig
 from .data import LMDataset
 from .losses import token_mean_lm_loss
@@ -58,8 +58,7 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
     micro, ga = resolve_micro_batch(g, cfg.micro_batch_size, world)
     runtime.configure(micro, ga)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    if resume and (ckpt is None or not (ckpt / "loop_state.pt").is_file()):
-        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt} (loop_state.pt missing); run without --resume")
+    _prepare_resume(ckpt, resume, runtime.is_main)
     torch.manual_seed(cfg.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -77,7 +76,8 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
                              f"{meta['config']}); resume with the same data and flags")
         runtime.load_model_state(ckpt, model, opt)
         st = meta["state"]
-        torch.set_rng_state(own["torch_rng"])
+        _restore_rng(own, ckpt)
+        _trim_metrics(metrics_path, st["global_step"], runtime.is_main)
         log.info("resumed SFT at epoch %d, step %d", st["epoch"], st["step"])
     steps_per_epoch = math.ceil(n / g)
     dev = runtime.device
@@ -137,7 +137,7 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
 
 
 def _own(st: dict[str, Any], n: int, key: dict[str, Any]) -> dict[str, Any]:
-    return {"torch_rng": torch.get_rng_state(), "meta": json.dumps({"n": n, "config": key, "state": st})}
+    return {"rng": _rng_state(), "meta": json.dumps({"n": n, "config": key, "state": st})}
 
 
 @torch.inference_mode()

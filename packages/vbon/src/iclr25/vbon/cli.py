@@ -73,7 +73,8 @@ def _bon_sample(a: BoNSampleArgs) -> int:
 
 
 def _train(a: TrainArgs) -> int:
-    import torch
+
+    from iclr25.core.seed import seed_everything
 
     from .cdf import RewardCDFCache
     from .runtime import clone_policy, default_prompts, load_policy, load_reward
@@ -81,9 +82,13 @@ def _train(a: TrainArgs) -> int:
     from .trainer import VBoNTrainer
 
     cfg = replace(a.vbon, seed=a.seed)  # --seed is the command's seed (VBoNConfig.seed in the library)
-    torch.manual_seed(cfg.seed)
+    seed_everything(cfg.seed)  # every global generator (Python, NumPy, torch): a run is repeatable in all of them
     out = Path(a.out)
     ck = out / "checkpoint"
+    if a.resume:
+        from iclr25.core.checkpoint import recover_folder
+
+        recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
     if a.resume and not (ck / "trainer_state.pt").is_file():
         raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +114,12 @@ def _train(a: TrainArgs) -> int:
     trainer = VBoNTrainer(clone_policy(ref), ref, tok, reward, prompts, cfg, cdf=cdf)
     metrics = out / "metrics.jsonl"
     if a.resume:
+        from iclr25.core.checkpoint import trim_jsonl
+
         trainer.load_checkpoint(ck)
+        # a kill after logging step s but before checkpointing it resumes before s: cut the log back so that
+        # each step is logged once
+        trim_jsonl(metrics, trainer.step)
         log.info("resumed at step %d", trainer.step)
     elif metrics.exists():
         metrics.unlink()

@@ -86,6 +86,11 @@ class VBoNConfig:
     """Continuation length (official 40 GPT-2 tokens; CPU: 24 BPE tokens)."""
     temperature: float = 1.0
     """Sampling temperature (official 1.0, ``top_k=0``, ``top_p=1``)."""
+    logprob_temperature: Literal["sampling", "one"] = "sampling"
+    """Temperature of the policy's log-probs in the update, the PPO ratio and the KL estimate: ``sampling``
+    scores at ``temperature`` (the distribution the rollouts are drawn from, as TRL's PPO/RLOO trainers do:
+    on-policy); ``one`` scores the untempered policy (the trlx reading: with ``temperature != 1`` the update
+    is off-policy, warned). The reference ``pi_ref`` is always scored at temperature 1."""
     disable_dropout: bool = True
     """Set the policy's dropout to 0 (as TRL does), so the update's log-probs equal the rollout's (PPO ratio 1
     on-policy). Rollouts, old log-probs and the KL estimate are always computed in eval mode."""

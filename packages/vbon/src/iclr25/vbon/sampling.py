@@ -102,14 +102,23 @@ def sample(model, tokenizer, prompts: Sequence[str], num_samples: int = 1, max_n
                    response_mask, prompt_mask)
 
 
-def response_logprobs(model, s: Samples, mask: torch.Tensor | None = None) -> torch.Tensor:
+def response_logprobs(model, s: Samples, mask: torch.Tensor | None = None, temperature: float = 1.0) -> torch.Tensor:
     """Token log-probs ``(B, L)`` of ``s`` under ``model`` on ``mask`` (default: the response tokens),
     via :func:`iclr25.core.lm.token_logprobs` with padding-aware position ids. Keeps the graph when
-    called with grad enabled."""
+    called with grad enabled.
+
+    Args:
+        temperature: score under ``softmax(logits / temperature)``, the distribution ``generate`` samples
+            from at that temperature (``top_k=0``, ``top_p=1``); 1 is the model itself.
+    """
     from iclr25.core.lm import token_logprobs
 
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
     mask = s.response_mask if mask is None else mask
     logits = model(input_ids=s.input_ids, attention_mask=s.attention_mask, position_ids=s.position_ids).logits
+    if temperature != 1.0:
+        logits = logits / temperature
     return token_logprobs(model, s.input_ids, s.attention_mask, mask, logits=logits)
 
 

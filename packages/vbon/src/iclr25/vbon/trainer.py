@@ -16,6 +16,7 @@ The model and optimiser go through ``accelerate.Accelerator`` so the same code r
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
@@ -222,6 +223,16 @@ class VBoNTrainer:
         # one prompt stream per rank (rank 0 keeps the single-process stream): ranks draw different data
         self.generator = torch.Generator().manual_seed(config.seed + _RANK_STRIDE * int(self.accelerator.process_index))
         self.history: list[dict[str, float]] = []
+        if config.temperature != 1.0 and config.logprob_temperature == "one":
+            log.warning("--vbon.temperature %s with --vbon.logprob-temperature one: rollouts come from the tempered "
+                        "policy but are scored at temperature 1 (off-policy updates, the trlx reading); the "
+                        "default 'sampling' scores at the sampling temperature", config.temperature)
+
+    @property
+    def score_temperature(self) -> float:
+        """Temperature of the policy's log-probs: the sampling temperature (``logprob_temperature='sampling'``)
+        or 1."""
+        return self.cfg.temperature if self.cfg.logprob_temperature == "sampling" else 1.0
 
     def _full_policy_for_sampling(self):
         """Context and model to sample rollouts from. Under FSDP (v1) the root's own shards (embeddings,
@@ -283,7 +294,7 @@ class VBoNTrainer:
                 s = sample(sampler, self.tokenizer, batch, cfg.samples_per_prompt, cfg.max_new_tokens,
                            cfg.temperature)
             r = call_reward(self.reward_fn, s.prompts, s.continuations)
-            old = response_logprobs(self.policy, s)
+            old = response_logprobs(self.policy, s, temperature=self.score_temperature)
             mask_full = s.response_mask + (s.prompt_mask if cfg.ref_logprob_scope == "full" else 0)
             ref_all = response_logprobs(self.ref_policy, s, mask_full)
         ref = ref_all * s.response_mask
@@ -300,7 +311,7 @@ class VBoNTrainer:
         self.policy.train(not cfg.disable_dropout)
         epochs = cfg.ppo_epochs if cfg.algo == "ppo" else 1
         for _ in range(epochs):
-            logp = response_logprobs(self.policy, ro.samples)
+            logp = response_logprobs(self.policy, ro.samples, temperature=self.score_temperature)
             loss = policy_gradient_loss(logp, ro.old_logprobs, ro.mask, ro.advantages,
                                         clip=cfg.clip if cfg.algo == "ppo" else None)
             self.optimizer.zero_grad(set_to_none=True)
@@ -341,19 +352,31 @@ class VBoNTrainer:
         return self.history
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """``save_pretrained`` policy (safetensors) + tokenizer + ``trainer_state.pt`` (optimizer, step, RNG)."""
+        """``save_pretrained`` policy (safetensors) + tokenizer + ``trainer_state.pt`` (optimizer, step, resume
+        key) + ``rng_state.json`` (every rank's prompt generator and global RNG states, through
+        :func:`iclr25.core.checkpoint.capture_rng_state`).
+
+        Written with :func:`iclr25.core.checkpoint.atomic_folder`: a kill at any moment leaves the previous
+        checkpoint or this one, never a mix of the two."""
+        from accelerate.utils import gather_object
+
+        from iclr25.core.checkpoint import atomic_folder, atomic_write_json, capture_rng_state
+
         d = Path(path)
-        d.mkdir(parents=True, exist_ok=True)
         self.accelerator.wait_for_everyone()
-        torch.save({"generator": self.generator.get_state(), "torch_rng": torch.get_rng_state()},
-                   d / f"rng_state_{self.rank}.pt")
+        mine = {"rank": self.rank, "generator": base64.b64encode(self.generator.get_state().numpy().tobytes()).decode(),
+                "rng": capture_rng_state(torch_state=True)}
+        states = gather_object([mine])  # every rank's state, in rank order, on every rank
         if self.accelerator.is_main_process:
-            self.unwrapped.save_pretrained(d)
-            self.tokenizer.save_pretrained(d)
-            torch.save({"optimizer": self.optimizer.state_dict(), "step": self.step,
-                        "generator": self.generator.get_state(), "torch_rng": torch.get_rng_state(),
-                        "config": json.dumps(self._resume_key(), sort_keys=True)},
-                       d / "trainer_state.pt")
+            with atomic_folder(d) as tmp:
+                self.unwrapped.save_pretrained(tmp)
+                self.tokenizer.save_pretrained(tmp)
+                # "global_step", not "step": the optimiser's state dicts have "step" keys, and pickle memoises a
+                # key string shared with them in a fresh run but not in a resumed one (same values, other bytes)
+                torch.save({"optimizer": self.optimizer.state_dict(), "global_step": self.step,
+                            "config": json.dumps(self._resume_key(), sort_keys=True)}, tmp / "trainer_state.pt")
+                atomic_write_json(tmp / "rng_state.json", {"processes": len(states), "ranks": states})
+        self.accelerator.wait_for_everyone()
         return d
 
     RESUMABLE_CHANGES = ("steps",)
@@ -371,7 +394,10 @@ class VBoNTrainer:
         """Restore policy weights, optimizer, step and RNG from :meth:`save_checkpoint` output."""
         from safetensors.torch import load_file
 
+        from iclr25.core.checkpoint import recover_folder, restore_rng_state
+
         d = Path(path)
+        recover_folder(d)
         if not (d / "trainer_state.pt").is_file():
             raise FileNotFoundError(f"no checkpoint in {d} (expected trainer_state.pt); run without --resume")
         fix = f"delete {d} or train without --resume (or into another --out)"
@@ -388,8 +414,9 @@ class VBoNTrainer:
 
         load_pt = lambda f: torch.load(f, weights_only=True)  # noqa: E731
         st = _read(d / "trainer_state.pt", load_pt)
-        if not {"optimizer", "step", "generator", "torch_rng"} <= set(st):
-            raise ValueError(f"checkpoint file {d / 'trainer_state.pt'} is not written by VBoNTrainer; {fix}")
+        if not {"optimizer", "global_step", "config"} <= set(st):
+            raise ValueError(f"checkpoint file {d / 'trainer_state.pt'} is not written by this VBoNTrainer version "
+                             f"(no 'config'/'global_step'); {fix}")
         if "config" in st:
             saved, now = json.loads(st["config"]), self._resume_key()
             changed = [f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
@@ -397,11 +424,14 @@ class VBoNTrainer:
             if changed:
                 raise ValueError(f"--resume: checkpoint {d} was written with other settings ({'; '.join(changed)}); "
                                  f"only --vbon.steps may change on resume; {fix}")
-        own = d / f"rng_state_{self.rank}.pt"
-        if not own.is_file() and self.rank:
-            raise FileNotFoundError(f"{own} is missing: the checkpoint was written with fewer processes; resume "
-                                    "with the same number of processes")
-        rng = _read(own, load_pt) if own.is_file() else st
+        def _json(f):
+            return json.loads(Path(f).read_text(encoding="utf-8"))
+
+        rng = _read(d / "rng_state.json", _json)
+        ranks = rng.get("ranks")
+        if not isinstance(ranks, list) or len(ranks) <= self.rank:
+            raise ValueError(f"{d / 'rng_state.json'} holds no RNG state of rank {self.rank}: the checkpoint was "
+                             f"written with fewer processes; resume with the same number of processes")
         weights = _read(d / "model.safetensors", lambda f: load_file(str(f)))
         try:
             res = self.unwrapped.load_state_dict(weights, strict=False)
@@ -412,6 +442,7 @@ class VBoNTrainer:
             raise ValueError(f"checkpoint {d} does not match this policy (unexpected weights "
                              f"{res.unexpected_keys[:3]}); resume with the --policy it was trained from, or {fix}")
         self.optimizer.load_state_dict(st["optimizer"])
-        self.step = int(st["step"])
-        self.generator.set_state(rng["generator"])
-        torch.set_rng_state(rng["torch_rng"])
+        self.step = int(st["global_step"])
+        mine = ranks[self.rank]
+        self.generator.set_state(torch.frombuffer(bytearray(base64.b64decode(mine["generator"])), dtype=torch.uint8))
+        restore_rng_state(mine["rng"])
