@@ -221,3 +221,15 @@ def test_assert_same_files_and_logs_fail_loudly(tmp_path):
         assert_same_logs(a, b, ["x.json"])
     atomic_write_json(b / "x.json", {"v": 1, "wall_s": 3.0})
     assert_same_logs(a, b, ["x.json"])  # clock fields are not compared
+
+
+def test_atomic_write_text_failure_leaves_no_temporary_file(tmp_path):
+    p = tmp_path / "x.json"
+    atomic_write_json(p, {"v": 1})
+    with pytest.raises(ValueError):
+        atomic_write_json(p, {"v": float("nan")})  # refused before anything is written
+    with pytest.raises(UnicodeEncodeError):
+        from iclr25.core.checkpoint import atomic_write_text
+
+        atomic_write_text(p, "\ud800")  # a lone surrogate cannot be encoded
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["x.json"] and json.loads(p.read_text()) == {"v": 1}

@@ -139,22 +139,13 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary sibling, fsync and rename: the file is old or new,
-    never torn."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return path
+    never torn (a failed write removes its temporary file)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """:func:`atomic_write_text` for bytes (e.g. a ``torch.save`` into ``io.BytesIO``): through a temporary
-    sibling, fsync and rename, so the file is old or new, never torn."""
+    """Write ``data`` (e.g. a ``torch.save`` into ``io.BytesIO``) through a temporary sibling, fsync and
+    rename, so the file is old or new, never torn; a failed write removes its temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
