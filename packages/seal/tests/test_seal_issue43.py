@@ -126,3 +126,19 @@ def test_chat_only_server_one_line_error_and_chat_generator(tmp_path, capsys, ch
     assert len(err.strip().splitlines()) == 1
     assert main([*args, "--generator", "openai-chat", "--prompt-template", "{}", "--out", str(tmp_path / "b")]) == 0
     assert json.loads((tmp_path / "b" / "results.json").read_text())["exact_match"] == 1.0
+
+
+# trial-parsers: judge replies written and labelled by a new user (not in the hand-labelled sets)
+@pytest.mark.parametrize("reply, label", [
+    ("Answer B rambles and is off-topic.\nVerdict: A", "a"),          # untagged final verdict line
+    ("Both are fine but A is shorter.\nVerdict: B", "b"),
+    ("Verdict: [A]", "a"),                                             # single brackets
+    ("**Verdict:** **B**", "b"),                                       # markdown around the label
+    ("Reasons.\n**Verdict:** [[A]]", "a"),
+    ("Verdict: [[B]]\n(The options were [[A]], [[B]] or [[tie]].)", "b"),   # options quoted after the verdict
+    ("Verdict: [[A]]\n\nNote: had the order been swapped I would still not say [[B]].", "a"),
+    ("Verdict: [[A]] Verdict: [[B]]", "b"),                            # two verdict lines: the last
+    ("Answer A is better. I first thought [[B]].", "b"),               # no verdict line: the last tag
+])
+def test_trial_verdict_line_styles(reply, label):
+    assert parse_verdict(reply) == label
