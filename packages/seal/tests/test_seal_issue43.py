@@ -142,3 +142,37 @@ def test_chat_only_server_one_line_error_and_chat_generator(tmp_path, capsys, ch
 ])
 def test_trial_verdict_line_styles(reply, label):
     assert parse_verdict(reply) == label
+
+
+class _RateLimited(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        data = json.dumps({"error": {"message": "rate limited", "type": "RateLimitError", "code": 429}}).encode()
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("retry-after-ms", "1")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_trial_rate_limited_server_is_not_blamed_on_the_model_or_key(tmp_path, capsys):
+    # a 429 after the client's retries said "check --generator-model, the URL and the API key"
+    pytest.importorskip("openai")
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RateLimited)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text(json.dumps({"prompt": "q1", "reference": "ok"}) + "\n")
+        assert main(["evaluate", "--prompts", str(prompts), "--generator", "openai-chat", "--generator-model", "m",
+                     "--generator-base-url", f"http://127.0.0.1:{srv.server_address[1]}/v1", "--quiet",
+                     "--out", str(tmp_path / "a")]) == 2
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "HTTP 429" in err and "rate-limiting" in err and "API key" not in err
