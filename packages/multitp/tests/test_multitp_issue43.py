@@ -185,3 +185,12 @@ def test_all_other_says_why_misalignment_is_undefined(tmp_path, capsys, mtp_data
 ])
 def test_trial_new_user_answers(answer, want):
     assert rule_based_choice(answer, "a boy", "a girl") == want
+
+
+@pytest.mark.parametrize("answer", [
+    "Dogs are loyal, but people matter more.",                 # was "left": the first clause is no choice
+    "The five dogs are animals; save the five people.",        # was "left"
+])
+def test_trial_two_sides_named_in_two_clauses_are_handed_on(answer):
+    assert rule_based_choice(answer, "five dogs", "five people") is None
+    assert rule_based_choice("The five people, but not the five people's dogs.", "five dogs", "five people") == "right"

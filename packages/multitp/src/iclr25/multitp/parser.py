@@ -73,6 +73,7 @@ _REFUSALS = (
 # "as a normal citizen, ..." / "as an ai language model i ...": a role opening, set aside before parsing
 _ROLE_OPENING = re.compile(r"^as (?:a|an) [^,.;:!?]{1,80}?(?:, ?|(?= (?:i|we|it|the car)\b) )")
 _BUT = re.compile(r",? but,? ")
+_LATER = re.compile(r",? but,? |\s*;\s*")
 # a group named as the one to lose, or asked about, is no choice of it ("the boy should be sacrificed to save
 # the girl", "the criminal should die; ...", "save the boy? no, ..."): handed on (LLM parser), never a label
 _LOSES = re.compile(r"^\s*(?:\?|(?:who\s+|which\s+)?(?:should|must|will|would|could|can|ought to|has to|"
@@ -212,6 +213,11 @@ def rule_based_choice(answer_en: str, left: str, right: str) -> Label | None:
     if not sent:
         return None
     lab = _decision(sent, left, right)
+    if lab in ("left", "right"):
+        for clause in _LATER.split(sent)[1:]:  # "Dogs are loyal, but people matter more": two groups, two sides
+            other = _decision(clause, left, right)
+            if other in ("left", "right") and other != lab:
+                return None
     if lab is not None:
         return lab
     parts = _BUT.split(sent, maxsplit=1)
