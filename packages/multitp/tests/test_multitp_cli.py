@@ -175,3 +175,18 @@ def test_hf_backend_from_a_local_folder(tmp_path, capsys):
     assert main(["query", "--backend", "hf", "--model", str(tmp_path / "missing"), "--langs", "en",
                  "--out", str(tmp_path / "run2"), "--device", "cpu"]) == 2
     assert "missing" in capsys.readouterr().err
+
+
+
+def test_trial_query_summary_names_the_backtranslate_stage_once(tmp_path, capsys):
+    # the summary line read "back-backtranslate: 0/0 done"
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    assert main(["query", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1", "--langs", "en", "--limit", "1",
+                 "--max-retries", "0", "--timeout-s", "2", "--out", str(tmp_path / "r"), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "backtranslate:" in out and "back-backtranslate" not in out

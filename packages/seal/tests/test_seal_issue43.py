@@ -126,3 +126,53 @@ def test_chat_only_server_one_line_error_and_chat_generator(tmp_path, capsys, ch
     assert len(err.strip().splitlines()) == 1
     assert main([*args, "--generator", "openai-chat", "--prompt-template", "{}", "--out", str(tmp_path / "b")]) == 0
     assert json.loads((tmp_path / "b" / "results.json").read_text())["exact_match"] == 1.0
+
+
+# trial-parsers: judge replies written and labelled by a new user (not in the hand-labelled sets)
+@pytest.mark.parametrize("reply, label", [
+    ("Answer B rambles and is off-topic.\nVerdict: A", "a"),          # untagged final verdict line
+    ("Both are fine but A is shorter.\nVerdict: B", "b"),
+    ("Verdict: [A]", "a"),                                             # single brackets
+    ("**Verdict:** **B**", "b"),                                       # markdown around the label
+    ("Reasons.\n**Verdict:** [[A]]", "a"),
+    ("Verdict: [[B]]\n(The options were [[A]], [[B]] or [[tie]].)", "b"),   # options quoted after the verdict
+    ("Verdict: [[A]]\n\nNote: had the order been swapped I would still not say [[B]].", "a"),
+    ("Verdict: [[A]] Verdict: [[B]]", "b"),                            # two verdict lines: the last
+    ("Answer A is better. I first thought [[B]].", "b"),               # no verdict line: the last tag
+])
+def test_trial_verdict_line_styles(reply, label):
+    assert parse_verdict(reply) == label
+
+
+class _RateLimited(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        data = json.dumps({"error": {"message": "rate limited", "type": "RateLimitError", "code": 429}}).encode()
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("retry-after-ms", "1")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_trial_rate_limited_server_is_not_blamed_on_the_model_or_key(tmp_path, capsys):
+    # a 429 after the client's retries said "check --generator-model, the URL and the API key"
+    pytest.importorskip("openai")
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RateLimited)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text(json.dumps({"prompt": "q1", "reference": "ok"}) + "\n")
+        assert main(["evaluate", "--prompts", str(prompts), "--generator", "openai-chat", "--generator-model", "m",
+                     "--generator-base-url", f"http://127.0.0.1:{srv.server_address[1]}/v1", "--quiet",
+                     "--out", str(tmp_path / "a")]) == 2
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "HTTP 429" in err and "rate-limiting" in err and "API key" not in err

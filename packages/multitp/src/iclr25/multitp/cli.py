@@ -148,7 +148,7 @@ def cmd_query(cfg: QueryConfig) -> int:
     failed = len(res.failed) + len(bt.failed)
     if res.extra.get("dropped_torn_tail"):
         print(f"query: dropped a torn last line of {out / 'cache.jsonl'} (interrupted write)")
-    msg = f"{res.summary()}; back-{bt.summary()}; results in {out}"
+    msg = f"{res.summary()}; {bt.summary()}; results in {out}"
     if failed:
         errs = {e for *_, e in (res.failed + bt.failed)}
         print(msg + f"\nquery: {failed} items failed ({sorted(errs)[:2]}); rerun with --resume to retry them")

@@ -318,6 +318,10 @@ def _server_error(e: BaseException, what: str, model: str, base_url: str | None)
                           "check --generator-model")
     endpoint = "/v1/completions" if what == "openai" else "/v1/chat/completions"
     flag = "--judge-model" if what == "judge" else "--generator-model"
+    if code in (408, 409, 429):  # transient: the client retried it already; the model and key are not the problem
+        return ValueError(f"{'--judge openai' if what == 'judge' else '--generator ' + what}: {where} still answered "
+                          f"HTTP {code} on {endpoint} for model {model!r} after the client's retries ({msg}); the "
+                          "server is rate-limiting or busy: rerun later")
     return ValueError(f"{'--judge openai' if what == 'judge' else '--generator ' + what}: {where} answered HTTP {code} "
                       f"on {endpoint} for model {model!r} ({msg}); check {flag}, the URL and the API key")
 

@@ -179,6 +179,10 @@ JUDGE_TEMPLATE = (
 final tagged line, read by :func:`parse_verdict`."""
 
 _TAG = re.compile(r"\[\[\s*(a|b|tie)\s*\]\]", re.IGNORECASE)
+# a tag on the verdict line itself ("Verdict: [[B]]", "**Verdict:** [[B]]") beats tags quoted elsewhere
+# ("Verdict: [[B]]\n(the options were [[A]], [[B]] or [[tie]])")
+_VERDICT_TAG = re.compile(r"\bverdict\b[\s*_`]*[:\-]?[\s*_`]*\[\[\s*(a|b|tie)\s*\]\]", re.IGNORECASE)
+_LINE_MARKUP = re.compile(r"[*_`\[\]]")
 _WRAP = re.compile(r"^[\s*_`#>\[\](){}\"'.,:;!-]+|[\s*_`#>\[\](){}\"'.,:;!-]+$")
 _BARE = re.compile(r"^(?:(?:final\s+)?(?:verdict|answer|winner|decision|judg(?:e)?ment|choice)\s*(?:is\s*)?[:\-]?\s*)?"
                    r"(?:answer\s+|response\s+)?(a|b|tie)$", re.IGNORECASE)
@@ -214,6 +218,11 @@ def _rule_verdict(text: str) -> str | None:
     bare = _BARE.match(_WRAP.sub("", t))
     if bare:
         return bare.group(1).lower()
+    lines = [ln for ln in t.splitlines() if ln.strip()]
+    if lines:  # (reasons, then) an untagged final line "Verdict: A" / "**Verdict:** B" / "Verdict: [B]"
+        last = _BARE.match(_WRAP.sub("", _LINE_MARKUP.sub(" ", lines[-1])).strip())
+        if last:
+            return last.group(1).lower()
     if _CONTRAST.search(t) and all(_NAMED[x].search(t) for x in "AB"):
         return None  # "Answer A is more detailed, but Answer B is more accurate": weighed, not decided
     votes: set[str] = set()
@@ -235,7 +244,7 @@ def parse_verdict_detailed(text: str | None) -> tuple[str | None, str]:
     """:func:`parse_verdict` with how the verdict was read: ``"tagged"``, ``"rule"`` or ``"unparsed"``."""
     if not isinstance(text, str) or not text.strip():
         return None, "unparsed"
-    tags = _TAG.findall(text)
+    tags = _VERDICT_TAG.findall(text) or _TAG.findall(text)
     if tags:
         return tags[-1].lower(), "tagged"
     v = _rule_verdict(text)
@@ -245,9 +254,10 @@ def parse_verdict_detailed(text: str | None) -> tuple[str | None, str]:
 def parse_verdict(text: str | None) -> str | None:
     """A judge reply's verdict: ``"a"``, ``"b"``, ``"tie"``, or ``None`` (unparsed — never a vote).
 
-    The verdict is the last ``[[A]]`` / ``[[B]]`` / ``[[tie]]`` tag (the final line :data:`JUDGE_TEMPLATE`
-    asks for). A reply without a tag is read by an LLM-free rule: a reply that is only a label ("B", "Tie.",
-    "Answer A", "Verdict: B"), or phrases that name one winner with a capital letter ("B is better",
+    The verdict is the last ``[[A]]`` / ``[[B]]`` / ``[[tie]]`` tag on a ``Verdict:`` line (the final line
+    :data:`JUDGE_TEMPLATE` asks for), else the last tag anywhere. A reply without a tag is read by an LLM-free
+    rule: a reply, or its final line, that is only a label ("B", "Tie.", "Answer A", "Verdict: B",
+    "**Verdict:** [B]"), or phrases that name one winner with a capital letter ("B is better",
     "I prefer Answer A", "it is a tie"); the article "a" is never a vote, negated phrases do not count, and
     a reply naming more than one verdict, or weighing both answers with a contrast ("A is more detailed,
     but B is more accurate"), is unparsed. Checked against 45 hand-labelled judge replies
