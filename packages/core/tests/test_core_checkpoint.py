@@ -18,6 +18,7 @@ import pytest
 
 from iclr25.core.checkpoint import (
     atomic_folder,
+    atomic_write_bytes,
     atomic_write_json,
     capture_rng_state,
     recover_folder,
@@ -200,3 +201,11 @@ def test_assert_same_files_and_logs_fail_loudly(tmp_path):
         assert_same_logs(a, b, ["x.json"])
     atomic_write_json(b / "x.json", {"v": 1, "wall_s": 3.0})
     assert_same_logs(a, b, ["x.json"])  # clock fields are not compared
+
+
+def test_atomic_write_bytes_replaces_whole_and_leaves_no_temporary(tmp_path):
+    f = tmp_path / "sub" / "ref.pt"
+    atomic_write_bytes(f, b"old")
+    atomic_write_bytes(f, bytes(range(256)))
+    assert f.read_bytes() == bytes(range(256))
+    assert sorted(p.name for p in f.parent.iterdir()) == ["ref.pt"]

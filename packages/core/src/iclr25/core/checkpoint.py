@@ -40,6 +40,7 @@ __all__ = [
     "recover_folder",
     "atomic_write_text",
     "atomic_write_json",
+    "atomic_write_bytes",
     "capture_rng_state",
     "restore_rng_state",
     "trim_jsonl",
@@ -144,6 +145,20 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """:func:`atomic_write_text` for bytes (e.g. a ``torch.save`` into ``io.BytesIO``): old or new, never torn."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

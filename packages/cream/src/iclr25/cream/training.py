@@ -284,11 +284,14 @@ def _sharded_pair_logps(accelerator: Any, model: Any, chosen: EncodedResponses, 
 
 
 def _torch_save_atomic(obj: Any, path: Path) -> None:
-    """``torch.save`` through a temporary sibling and a rename: the file is whole or absent, never torn."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """``torch.save`` written whole or not at all (the core's ``atomic_write_bytes``)."""
+    import io
+
+    from iclr25.core.checkpoint import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _corrupt(path: Path, err: BaseException, ck: Path) -> ValueError:
