@@ -64,3 +64,20 @@ def test_checkpoint_is_atomic_and_restores_every_rng(tiny_lm, tmp_path, monkeypa
     torch.manual_seed(123), np.random.seed(123)
     t2.load_checkpoint(ck)
     assert (torch.rand(3).tolist(), np.random.rand(2).tolist()) == want
+
+
+def test_fixed_length_base_reports_cpu_seconds_not_wall(tmp_path, caplog):
+    """Issue #44 item 7: ``pretrain_cpu_seconds`` was the wall time of the fixed-length recipe."""
+    from iclr25.sharpening.base import TrapBaseConfig, cached_trap_base
+    from iclr25.sharpening.task import TrapArithmeticTask
+
+    cfg = TrapBaseConfig(stop_kl=None, n_layer=1, n_embd=32, n_head=2, n_strings=64, epochs=1, batch_size=32, n_val=2)
+    b = cached_trap_base(TrapArithmeticTask(), cfg, cache=tmp_path)
+    train = json.loads((Path(b.info["path"]) / "tinylm_train.json").read_text())
+    assert b.info["pretrain_cpu_seconds"] == train["cpu_seconds"] and b.info["pretrain_seconds"] == train["seconds"]
+    # a base cached by an older version (wall time only): not measured, said so; never the wall time
+    del train["cpu_seconds"]
+    (Path(b.info["path"]) / "tinylm_train.json").write_text(json.dumps(train))
+    b2 = cached_trap_base(TrapArithmeticTask(), cfg, cache=tmp_path)
+    assert b2.info["cached"] and b2.info["pretrain_cpu_seconds"] is None
+    assert "wall time only" in caplog.text
