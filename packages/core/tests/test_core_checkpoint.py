@@ -233,3 +233,11 @@ def test_atomic_write_text_failure_leaves_no_temporary_file(tmp_path):
 
         atomic_write_text(p, "\ud800")  # a lone surrogate cannot be encoded
     assert sorted(q.name for q in tmp_path.iterdir()) == ["x.json"] and json.loads(p.read_text()) == {"v": 1}
+
+
+def test_atomic_write_bytes_replaces_whole_and_leaves_no_temporary(tmp_path):
+    f = tmp_path / "sub" / "ref.pt"
+    atomic_write_bytes(f, b"old")
+    atomic_write_bytes(f, bytes(range(256)))
+    assert f.read_bytes() == bytes(range(256))
+    assert sorted(p.name for p in f.parent.iterdir()) == ["ref.pt"]

@@ -80,6 +80,7 @@ def test_pretrain_stream_learns_and_cache_reloads(tmp_path):
                       steps=60, batch_size=8, lr=3e-3)
     m, tok, info = pretrain_tiny_lm(CORPUS, spec, progress=False)
     assert info["steps"] == 60 and info["final_loss"] < 3.5  # log(258) = 5.55 at init
+    assert 0 < info["cpu_seconds"] and 0 < info["seconds"]  # CPU time of the loop, beside the wall time
     m1, t1, d = cached_tiny_lm("demo", CORPUS, spec, cache=tmp_path, progress=False)
     assert (d / "model.safetensors").is_file() and json.loads((d / "tinylm_train.json").read_text())["steps"] == 60
     m2, t2, d2 = cached_tiny_lm("demo", CORPUS, spec, cache=tmp_path, progress=False)

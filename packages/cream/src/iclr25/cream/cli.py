@@ -72,6 +72,21 @@ def _finish(out: Path, cfg: Any, results: dict[str, Any], started: float, summar
     return 0
 
 
+#: flags that may differ on --resume (where and how verbosely it runs, not what it computes)
+_RESUME_FREE = ("out", "resume", "quiet", "threads", "device")
+
+
+def _guard_resume(a: Any, out: Path) -> None:
+    """Record the command's flags in ``OUT/run_settings.json``; ``--resume`` with other ones is refused,
+    naming ``flag: old -> new`` (the core's guard_resume_settings), before anything is loaded."""
+    import os
+
+    from iclr25.core.config import guard_resume_settings
+
+    settings = json.loads(json.dumps({k: v for k, v in vars(a).items() if k not in _RESUME_FREE}, default=str))
+    guard_resume_settings(out, settings, resume=a.resume, write=int(os.environ.get("RANK", "0")) == 0)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -84,6 +99,7 @@ def _sft(a: SftConfig) -> int:
     t0 = time.perf_counter()
     out = Path(a.out)  # type: ignore[arg-type]
     data = read_sft_data(a.data)
+    _guard_resume(a, out)
     model, tok = _load(a.model, a, _train_device(a.device))
     torch.manual_seed(a.seed)
     res = train_sft(model, tok, data, a.train_config(seed=a.seed, bf16=a.bf16, device=a.device), out_dir=out,
@@ -193,6 +209,7 @@ def _dpo(a: DpoConfig) -> int:
     out = Path(a.out)  # type: ignore[arg-type]
     pairs = read_pairs(a.pairs)
     c = pair_c_values(pairs, a.mode)
+    _guard_resume(a, out)
     model, tok = _load(a.model, a, _train_device(a.device))
     torch.manual_seed(a.seed)
     res = train_dpo(model, tok, pairs, a.train_config(beta=a.beta, seed=a.seed, bf16=a.bf16, device=a.device), c=c,
@@ -218,6 +235,7 @@ def _loop(a: LoopConfig) -> int:
 
     t0 = time.perf_counter()
     out = Path(a.out)  # type: ignore[arg-type]
+    _guard_resume(a, out)
     torch.manual_seed(a.seed)
     kw: dict[str, Any] = {}
     if a.task == "addition":

@@ -128,6 +128,10 @@ class TrainConfig(_Optimiser):
     """Wrap prompts with the tokenizer's chat template (one user turn)."""
     save_steps: int = 0
     """Write a resumable checkpoint every this many optimiser steps (0: at epoch ends only)."""
+    disable_dropout: bool = True
+    """DPO stages: set every dropout probability of the policy (model and LoRA) to 0, as TRL's
+    DPOConfig.disable_dropout does by default, so the policy at initialisation equals the dropout-free reference
+    (loss log 2); --no-disable-dropout keeps dropout on in the policy forward."""
     device: str = "auto"
     """auto|cpu|cuda (under `accelerate launch` the launcher decides)."""
 
@@ -185,6 +189,10 @@ class CreamConfig(_Optimiser):
     """Wrap prompts in the tokenizer's chat template (chat models)."""
     measure_consistency: bool = True
     """Also compute C for srlm/oracle runs (a diagnostic; they do not use it)."""
+    disable_dropout: bool = True
+    """DPO stages: set every dropout probability of the policy (model and LoRA) to 0, as TRL's
+    DPOConfig.disable_dropout does by default, so the policy at initialisation equals the dropout-free reference
+    (loss log 2); --no-disable-dropout keeps dropout on in the policy forward."""
     min_sft_gain: float = 0.1
     """The loop warns when M1's metric beats M0's by less than this (SFT learnt too little to amplify)."""
     seed: int = 0
@@ -389,6 +397,10 @@ class DpoConfig(CommonOptions, SeedOption, _Model, _Train):
     """DPO beta (paper: 0.1)."""
     lr: float = 1e-6
     """Learning rate (paper: 1e-6)."""
+    disable_dropout: bool = True
+    """DPO stages: set every dropout probability of the policy (model and LoRA) to 0, as TRL's
+    DPOConfig.disable_dropout does by default, so the policy at initialisation equals the dropout-free reference
+    (loss log 2); --no-disable-dropout keeps dropout on in the policy forward."""
 
     def __post_init__(self) -> None:
         self.train_config(beta=self.beta)

@@ -12,7 +12,9 @@
 With ``out_dir`` every round writes ``round_<t>/`` (samples, log-probs, rewards, consistency, pairs,
 the DPO stage and ``report.json`` last); ``resume=True`` keeps finished rounds (their reports and
 models are read back) and restarts at the first unfinished one, reusing whatever of it was
-already written (samples, scores, a DPO checkpoint).
+already written (samples, scores, a DPO checkpoint). ``cream_config.json`` records the loop's settings; a
+resume with other ones (method, iterations, N, ...) is refused, naming them (the core's
+:func:`~iclr25.core.config.guard_resume_settings`), never mixed with the finished rounds.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -152,10 +153,10 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def _write_json(path: Path, obj: Any, indent: int | None = None) -> None:
-    """Atomic (temporary file + rename): a crash leaves the old file or none, never a torn one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=indent) + ("\n" if indent else ""))
-    os.replace(tmp, path)
+    """Atomic (the core's atomic_write_text): a crash leaves the old file or none, never a torn one."""
+    from iclr25.core.checkpoint import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=indent) + ("\n" if indent else ""))
 
 
 def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence[Sequence[str]],
@@ -195,10 +196,11 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
         ValueError: too few prompt splits, no SFT data, oracle without a utility, a round with fewer
             than 2 prompts, ``resume`` without ``out_dir``.
     """
+    from iclr25.core.config import guard_resume_settings
     from iclr25.core.progress import progress as bar_of
 
     from .rewards import check_vocab, score_responses
-    from .training import train_dpo, train_sft
+    from .training import has_checkpoint, train_dpo, train_sft
 
     check_vocab(base_model, tokenizer, "base_model")
     if sft_model is not None:
@@ -215,7 +217,7 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "cream_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+        guard_resume_settings(out, asdict(cfg), resume=resume, filename="cream_config.json")
     if prompt_ids is None:
         prompt_ids = [[f"r{t + 1}-{i}" for i in range(len(split))] for t, split in enumerate(prompt_splits)]
 
@@ -243,7 +245,7 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
     else:
         m1 = copy.deepcopy(base_model)
         res = train_sft(m1, tokenizer, list(sft_data or []), cfg.sft_train(device=device), out_dir=m1_dir,
-                        resume=resume and m1_dir is not None and (m1_dir / "checkpoint" / "trainer_state.json").is_file(),
+                        resume=resume and has_checkpoint(m1_dir),
                         progress=progress)
         models[1] = res.model
     base_metrics = start_metrics = None
@@ -368,7 +370,7 @@ def self_rewarding_loop(base_model: Any, tokenizer: Any, prompt_splits: Sequence
             dcfg = cfg.dpo_train(round_index=t, device=device)
             ddir = rdir / "dpo" if rdir is not None else None
             res = train_dpo(new, tokenizer, pairs, dcfg, out_dir=ddir,
-                            resume=resume and ddir is not None and (ddir / "checkpoint" / "trainer_state.json").is_file(),
+                            resume=resume and has_checkpoint(ddir),
                             progress=progress)
             new = res.model
             rep.c_train_mean = float(np.mean([p.c for p in pairs]))

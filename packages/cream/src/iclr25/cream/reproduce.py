@@ -207,10 +207,10 @@ def load_checkpoint(path: str | Path, settings: ReproSettings) -> dict[str, Any]
 
 
 def _save_checkpoint(path: Path, settings: ReproSettings, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"settings": _checkpoint_settings(settings), "result": result}, allow_nan=False))
-    os.replace(tmp, path)  # atomic: a crash leaves the old file or none, never a torn one
+    from iclr25.core.checkpoint import atomic_write_text
+
+    # atomic: a crash leaves the old file or none, never a torn one
+    atomic_write_text(path, json.dumps({"settings": _checkpoint_settings(settings), "result": result}, allow_nan=False))
 
 
 def _run_jobs(jobs: list[tuple[str, ReproSettings, int]], device: str, progress: bool, *,

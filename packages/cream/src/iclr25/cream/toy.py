@@ -218,7 +218,10 @@ def toy_models(task: AdditionTask, *, cache: str | Path | None = None, m0_steps:
     digit_only(m0, tok)
     over = {} if sft_epochs is None else {"sft_epochs": sft_epochs}
     cfg = CreamConfig.toy(seed=task.seed, **over).sft_train(device="cpu")
-    key = hashlib.sha256(json.dumps([m0_dir.name, task.key(), asdict(cfg), "m1-v1"], sort_keys=True).encode()
+    # disable_dropout (DPO stages only) is left out of the key: SFT does not read it, so M1s cached before it
+    # existed are the same models
+    sft_cfg = {k: v for k, v in asdict(cfg).items() if k != "disable_dropout"}
+    key = hashlib.sha256(json.dumps([m0_dir.name, task.key(), sft_cfg, "m1-v1"], sort_keys=True).encode()
                          ).hexdigest()[:16]
     root = Path(cache) if cache is not None else cache_dir()
     d1 = root / "cream" / f"m1-{key}"

@@ -9,17 +9,29 @@ DPO (spec §1.4, Algorithm line 9): the reference is the model the stage starts 
 log-probabilities of every chosen and rejected response are computed **once** before the first
 step (with the LoRA adapter disabled when LoRA is on) and kept for the stage (and its resumption).
 
+Dropout (issue #44 item 4): with ``TrainConfig.disable_dropout`` (default, as TRL's
+``DPOConfig.disable_dropout``) every dropout probability of the policy (the model's and LoRA's) is set to 0
+for a DPO stage, so the policy forward at initialisation equals the cached, dropout-free reference and the
+loss starts at exactly ``log 2``; ``disable_dropout=False`` keeps dropout on in the policy forward (the
+reference stays dropout-free). SFT stages keep the model's dropout.
+
 Checkpoints (``out_dir/checkpoint``): model weights (safetensors via ``save_pretrained``; a LoRA
 adapter as a peft adapter), optimizer and scheduler state (``torch.save`` of tensors, reloaded with
-``weights_only=True``) and ``trainer_state.json``. ``resume=True`` continues from there with the same
-data order; a stage whose final model exists is not retrained.
+``weights_only=True``), every RNG state of every process (``rng_state.json``, the core's
+:func:`~iclr25.core.checkpoint.capture_rng_state`) and ``trainer_state.json``, written together through the
+core's :func:`~iclr25.core.checkpoint.atomic_folder` (a kill mid-save keeps the previous checkpoint whole).
+``resume=True`` continues from there with the same data order and dropout masks (bit-identical weights);
+a stage whose final model exists is not retrained. ``stage_settings.json`` records the stage's settings and
+a fingerprint of its data; a resume with other ones is refused, naming them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +48,7 @@ from .pairs import PreferencePair
 from .rewards import EncodedResponses, encode_responses, fit_max_length
 
 __all__ = ["StageResult", "train_sft", "train_dpo", "accelerate_config_path", "deepspeed_config_path",
-           "apply_lora", "merge_lora"]
+           "apply_lora", "merge_lora", "disable_dropout", "has_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +129,57 @@ def merge_lora(model: Any) -> Any:
     return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
 
 
+_DROPOUT_ATTRS = ("attention_dropout", "attn_dropout", "hidden_dropout", "dropout", "activation_dropout")
+
+
+def disable_dropout(model: Any) -> int:
+    """Set every dropout probability of ``model`` to 0 (TRL's ``disable_dropout_in_model``, extended to the
+    float ``attention_dropout``-style attributes some attention modules pass to a functional dropout).
+
+    Returns:
+        how many probabilities were non-zero before (0: the model had no active dropout).
+    """
+    n = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            n += m.p > 0
+            m.p = 0.0
+        for a in _DROPOUT_ATTRS:
+            v = getattr(m, a, None)
+            if isinstance(v, float) and not isinstance(v, bool) and v > 0:
+                setattr(m, a, 0.0)
+                n += 1
+    return n
+
+
+def has_checkpoint(out_dir: str | Path | None) -> bool:
+    """Whether ``out_dir/checkpoint`` holds a resumable checkpoint (after the core's
+    :func:`~iclr25.core.checkpoint.recover_folder` puts back one a kill left between two renames)."""
+    from iclr25.core.checkpoint import recover_folder
+
+    if out_dir is None:
+        return False
+    ck = Path(out_dir) / "checkpoint"
+    return recover_folder(ck) is not None and (ck / "trainer_state.json").is_file()
+
+
+def _fingerprint(rows: Any) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _guard_stage(out: Path | None, cfg: TrainConfig, data: Any, resume: bool) -> None:
+    """Record the stage's settings (and a hash of its data) in ``out/stage_settings.json``; on resume refuse
+    other ones, naming them (the core's :func:`~iclr25.core.config.guard_resume_settings`). ``device`` may
+    change."""
+    from iclr25.core.config import guard_resume_settings
+
+    if out is None:
+        return
+    settings = {**asdict(cfg), "data_sha256": _fingerprint(data)}
+    guard_resume_settings(out, settings, resume=resume, ignore=("device",), filename="stage_settings.json",
+                          write=int(os.environ.get("RANK", "0")) == 0)
+
+
 def _is_peft(model: Any) -> bool:
     return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
 
@@ -154,9 +217,12 @@ def _index_loader(n: int, batch_size: int, *, shuffle_seed: int | None):
     from torch.utils.data import DataLoader
 
     ds = torch.arange(n)
+    # a private generator: creating an iterator draws a base seed from it (from torch's global generator
+    # without one), and a resumed run creates one more mid-epoch, which would shift the dropout masks after it
+    gen = torch.Generator().manual_seed(0)
     if shuffle_seed is None:
-        return DataLoader(ds, batch_size=batch_size, shuffle=False)
-    return DataLoader(ds, batch_size=batch_size, sampler=_EpochPermutation(n, shuffle_seed))
+        return DataLoader(ds, batch_size=batch_size, shuffle=False, generator=gen)
+    return DataLoader(ds, batch_size=batch_size, sampler=_EpochPermutation(n, shuffle_seed), generator=gen)
 
 
 def _scheduler(opt: Any, cfg: TrainConfig, total: int):
@@ -217,15 +283,15 @@ def _sharded_pair_logps(accelerator: Any, model: Any, chosen: EncodedResponses, 
     return out
 
 
-def _save_model(accelerator: Any, model: Any, tokenizer: Any, folder: Path) -> None:
-    unwrapped = accelerator.unwrap_model(model)
-    if accelerator.is_main_process:
-        folder.mkdir(parents=True, exist_ok=True)
-        kw = {} if _is_peft(unwrapped) else {"state_dict": accelerator.get_state_dict(model)}
-        unwrapped.save_pretrained(folder, safe_serialization=True, **kw)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(folder)
-    accelerator.wait_for_everyone()
+def _torch_save_atomic(obj: Any, path: Path) -> None:
+    """``torch.save`` written whole or not at all (the core's ``atomic_write_bytes``)."""
+    import io
+
+    from iclr25.core.checkpoint import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _corrupt(path: Path, err: BaseException, ck: Path) -> ValueError:
@@ -323,7 +389,7 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
     ck = out_dir / "checkpoint" if out_dir is not None else None
     state: dict[str, Any] = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "history": []}
     if resume:
-        if ck is None or not (ck / "trainer_state.json").is_file():
+        if ck is None or not has_checkpoint(out_dir):
             raise FileNotFoundError(f"{kind}: --resume given but there is no checkpoint in "
                                     f"{ck if ck is not None else '(no output folder)'}; run without --resume to start")
         state = _read_trainer_state(ck)
@@ -337,7 +403,7 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
     if resume:
         _load_weights(model, ck / "model")  # type: ignore[operator]
     if before_train is not None:
-        before_train(accelerator, model)  # e.g. DPO reference log-probs (once per stage)
+        before_train(accelerator, model)  # e.g. DPO reference log-probs (once per stage), dropout off
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -358,21 +424,34 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
         else:
             _load_state(opt.optimizer, ck / "optimizer.pt", ck)  # type: ignore[operator]
         _load_state(sched.scheduler, ck / "scheduler.pt", ck)  # type: ignore[operator]
+        _restore_rng(ck, accelerator)  # last: LoRA's initialisation above drew from torch's generator
     history: list[dict[str, float]] = list(state["history"])
 
     def checkpoint() -> None:
+        """Every file of the checkpoint into a temporary folder, swapped in atomically (core atomic_folder)."""
+        from iclr25.core.checkpoint import atomic_folder, capture_rng_state
+
         if ck is None:
             return
-        _save_model(accelerator, model, None, ck / "model")
+        unwrapped = accelerator.unwrap_model(model)
+        state_dict = None if _is_peft(unwrapped) else accelerator.get_state_dict(model)  # collective (ZeRO)
+        rng = capture_rng_state(torch_state=True)
+        rngs = [rng]
+        if accelerator.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            rngs = gather_object([rng])
         if accelerator.is_main_process:
-            if accelerator.distributed_type.name != "DEEPSPEED":
-                torch.save(opt.optimizer.state_dict(), ck / "optimizer.pt")
-            torch.save(sched.scheduler.state_dict(), ck / "scheduler.pt")
-            st = {"global_step": step, "epoch": epoch, "step_in_epoch": in_epoch, "history": history,
-                  "kind": kind, "config": asdict(cfg)}
-            tmp = ck / "trainer_state.json.tmp"
-            tmp.write_text(json.dumps(st))
-            tmp.replace(ck / "trainer_state.json")
+            with atomic_folder(ck) as tmp:
+                kw = {} if state_dict is None else {"state_dict": state_dict}
+                unwrapped.save_pretrained(tmp / "model", safe_serialization=True, **kw)
+                if accelerator.distributed_type.name != "DEEPSPEED":
+                    torch.save(opt.optimizer.state_dict(), tmp / "optimizer.pt")
+                torch.save(sched.scheduler.state_dict(), tmp / "scheduler.pt")
+                (tmp / "rng_state.json").write_text(json.dumps({"processes": rngs}), encoding="utf-8")
+                st = {"global_step": step, "epoch": epoch, "step_in_epoch": in_epoch, "history": history,
+                      "kind": kind, "config": asdict(cfg)}
+                (tmp / "trainer_state.json").write_text(json.dumps(st), encoding="utf-8")
         accelerator.wait_for_everyone()
 
     step = int(state["global_step"])
@@ -430,9 +509,41 @@ def _run_stage(model: Any, tokenizer: Any, cfg: TrainConfig, n: int,
     if cfg.lora:
         model = merge_lora(model)
     model.eval()
-    if ck is not None and ck.exists() and accelerator.is_main_process:
-        shutil.rmtree(ck, ignore_errors=True)
     return StageResult(model=model, history=history, steps=step, seconds=time.perf_counter() - t0, n_examples=n)
+
+
+def _restore_rng(ck: Path, accelerator: Any) -> None:
+    """Put back this process's RNG states from ``ck/rng_state.json`` (a clean error when it is missing, torn,
+    or written by another number of processes)."""
+    from iclr25.core.checkpoint import restore_rng_state
+
+    p = ck / "rng_state.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: missing from the checkpoint (written by an older version?); delete {ck} to "
+                                "start the stage over (or run without --resume)")
+    try:
+        rngs = json.loads(p.read_text(encoding="utf-8"))["processes"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise _corrupt(p, e, ck) from None
+    if not isinstance(rngs, list) or len(rngs) != accelerator.num_processes:
+        raise ValueError(f"{p}: RNG states of {len(rngs) if isinstance(rngs, list) else '?'} process(es), this run "
+                         f"has {accelerator.num_processes}; resume with the same number of processes (an exact "
+                         f"resume needs it) or delete {ck} to start the stage over")
+    try:
+        restore_rng_state(rngs[accelerator.process_index])
+    except (KeyError, TypeError, IndexError) as e:
+        raise _corrupt(p, e, ck) from None
+
+
+def _drop_checkpoint(out_dir: Path | None) -> None:
+    """Delete the stage's checkpoint once its final model and ``stage.json`` are written (not before: a kill
+    in between must still find something to resume from)."""
+    from accelerate import PartialState
+
+    if out_dir is None or not PartialState().is_main_process:
+        return
+    for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp"):
+        shutil.rmtree(out_dir / name, ignore_errors=True)
 
 
 def _final_exists(out_dir: Path | None) -> bool:
@@ -458,11 +569,15 @@ def _write_final(result: StageResult, tokenizer: Any, out_dir: Path | None, extr
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        result.model.save_pretrained(out_dir / "model", safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(out_dir / "model")
-        (out_dir / "stage.json").write_text(json.dumps({**result.summary(), **extra, "history": result.history},
-                                                       indent=2) + "\n")
+        from iclr25.core.checkpoint import atomic_folder, atomic_write_text
+
+        with atomic_folder(out_dir / "model") as tmp:
+            result.model.save_pretrained(tmp, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+        # written last: its presence says the stage is finished
+        atomic_write_text(out_dir / "stage.json", json.dumps({**result.summary(), **extra, "history": result.history},
+                                                             indent=2) + "\n")
     PartialState().wait_for_everyone()
 
 
@@ -493,6 +608,7 @@ def train_sft(model: Any, tokenizer: Any, examples: Sequence[tuple[str, str]], c
     from iclr25.core.lm import token_logprobs
 
     out = Path(out_dir) if out_dir is not None else None
+    _guard_stage(out, cfg, [list(e) for e in examples], resume)
     if resume and _final_exists(out):
         log.info("sft: %s already holds the finished stage; loading it", out)
         return StageResult(model=_load_final(out, model), n_examples=len(examples))  # type: ignore[arg-type]
@@ -511,6 +627,7 @@ def train_sft(model: Any, tokenizer: Any, examples: Sequence[tuple[str, str]], c
     res = _run_stage(model, tokenizer, cfg, len(enc), step_loss, kind="sft", out_dir=out, resume=resume,
                      progress_bar=progress)
     _write_final(res, tokenizer, out, {"kind": "sft", "config": asdict(cfg)})
+    _drop_checkpoint(out)
     return res
 
 
@@ -555,6 +672,7 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
     check_consistency_weights(cw, len(pairs))
     if not pairs:
         raise ValueError("dpo: no pairs to train on")
+    _guard_stage(out, cfg, [[p.prompt, p.chosen, p.rejected] for p in pairs] + [cw.tolist()], resume)
     if resume and _final_exists(out):
         log.info("dpo: %s already holds the finished stage; loading it", out)
         return StageResult(model=_load_final(out, model), n_examples=len(pairs), n_dropped=dropped)  # type: ignore[arg-type]
@@ -567,6 +685,14 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
     ref_file = out / "ref_logps.pt" if out is not None else None
 
     def before(acc: Any, m: Any) -> None:
+        if cfg.disable_dropout:
+            n_off = disable_dropout(m)
+            if n_off:
+                log.info("dpo: dropout disabled in the policy (%d probabilities set to 0; disable_dropout=False "
+                         "keeps it)", n_off)
+        elif any(isinstance(x, torch.nn.Dropout) and x.p > 0 for x in m.modules()):
+            log.warning("dpo: disable_dropout=False: dropout is active in the policy forward while the reference "
+                        "log-probs are dropout-free, so the loss at initialisation is not log 2")
         if resume and ref_file is not None and ref_file.is_file():
             ref = _load_tensors(ref_file, out / "checkpoint")  # type: ignore[operator]
             if not isinstance(ref, torch.Tensor) or tuple(ref.shape) != (len(pairs), 2) or not ref.isfinite().all():
@@ -582,8 +708,7 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
             ref = _sharded_pair_logps(acc, m, enc_c, enc_r, cfg.batch_size, "dpo: reference log-probs")
         holder["ref"] = ref
         if ref_file is not None and acc.is_main_process:
-            ref_file.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(ref, ref_file)
+            _torch_save_atomic(ref, ref_file)
 
     def step_loss(m: Any, idx: torch.Tensor, acc: Any) -> tuple[torch.Tensor, dict[str, float]]:
         i = idx.cpu()
@@ -607,6 +732,7 @@ def train_dpo(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair], cfg: 
     res.final_margins = holder["margins"]
     res.final_margin_mean = float(holder["margins"].mean())
     _write_final(res, tokenizer, out, {"kind": "dpo", "config": asdict(cfg), "c_mean": float(cw.mean())})
+    _drop_checkpoint(out)
     if ref_file is not None and ref_file.exists():
         from accelerate import PartialState
 

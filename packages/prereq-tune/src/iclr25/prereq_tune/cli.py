@@ -258,7 +258,7 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
 
     from .data import parse_version, read_hub_split, read_knowledge_jsonl
     from .lora import adapter_names, add_knowledge_adapter, save_adapter
-    from .training import train_knowledge_adapter
+    from .training import checkpoint_exists, train_knowledge_adapter
 
     if (cfg.data is None) == (cfg.hub_config is None):
         raise ValueError("give exactly one of --data FILE.jsonl or --hub-config CONFIG (a local copy of Shiyu-Lab/Prereq_Tune)")
@@ -294,7 +294,7 @@ def cmd_train_knowledge(cfg: TrainKnowledgeConfig) -> int:
             raise ValueError(f"adapter {name!r} twice")
         model = add_knowledge_adapter(model, name, spec)
         ckpt = out / "checkpoints" / name
-        resume = cfg.resume and (ckpt / "last").is_dir()
+        resume = cfg.resume and checkpoint_exists(ckpt)
         if resume:
             _check_checkpoint(ckpt / "last")
         r = train_knowledge_adapter(model, tok, name, texts, args, checkpoint_dir=ckpt, resume=resume,
@@ -341,12 +341,12 @@ def cmd_train_skill(cfg: TrainSkillConfig) -> int:
     import torch
 
     from .lora import add_skill_adapter, save_adapter
-    from .training import train_skill_adapter
+    from .training import checkpoint_exists, train_skill_adapter
 
     _early_checks(cfg)
     out = Path(cfg.out)
     ckpt = out / "checkpoints" / cfg.skill_name
-    if cfg.resume and not (ckpt / "last").is_dir():
+    if cfg.resume and not checkpoint_exists(ckpt):
         raise FileNotFoundError(f"--resume: no checkpoint in {ckpt}; run without --resume")
     if cfg.resume:
         _check_checkpoint(ckpt / "last")

@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import shutil
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -375,20 +374,20 @@ def save_adapter(model: Any, name: str, out_dir: str | Path, *, role: str, extra
     Returns:
         ``out_dir``.
     """
+    from iclr25.core.checkpoint import atomic_folder
+
     out = Path(out_dir)
-    tmp = out.parent / f".{out.name}.tmp-{time.time_ns()}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(tmp), selected_adapters=[name])
-    src = tmp / name if (tmp / name).is_dir() else tmp
     meta = {"role": role, "name": name, "base_fingerprint": base_fingerprint(model),
             "base_model": getattr(model.get_base_model().config, "_name_or_path", ""),
             "package": f"iclr25-prereq-tune {__version__}", **(extra or {})}
-    (src / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(src), str(out))
-    shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_folder(out) as tmp:  # a kill mid-save keeps the previous adapter folder whole
+        stage = tmp / ".peft"
+        model.save_pretrained(str(stage), selected_adapters=[name])
+        src = stage / name if (stage / name).is_dir() else stage
+        for f in src.iterdir():
+            shutil.move(str(f), str(tmp / f.name))
+        shutil.rmtree(stage)
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return out
 
 

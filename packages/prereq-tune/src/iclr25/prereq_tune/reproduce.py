@@ -180,11 +180,9 @@ def run_seed(settings: ReproSettings, world_seed: int, train_seed: int, *, cache
         out["timing"]["cpu_so_far"] = round(time.process_time() - cpu0, 2)
         out["timing"]["wall_so_far"] = round(time.perf_counter() - t_all, 2)
         if partial is not None:
-            p = Path(partial)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"partial": True, "last_stage": stage, **out}, default=str) + "\n")
-            os.replace(tmp, p)
+            from iclr25.core.checkpoint import atomic_write_text
+
+            atomic_write_text(Path(partial), json.dumps({"partial": True, "last_stage": stage, **out}, default=str) + "\n")
 
     def tick(name: str, t0: float) -> None:
         out["timing"][name] = round(time.perf_counter() - t0, 2)
@@ -652,11 +650,10 @@ def _seed_key(s: ReproSettings, ws: int, ts: int) -> str:
 
 def _save_seed(out: Path, s: ReproSettings, ws: int, ts: int, run: dict[str, Any]) -> dict[str, Any]:
     """Write one finished seed atomically; returns the run as a resumed run would see it (JSON round trip)."""
-    p = _seed_path(out, ws, ts)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"key": _seed_key(s, ws, ts), "version": __version__, "run": run}, default=str) + "\n")
-    os.replace(tmp, p)
+    from iclr25.core.checkpoint import atomic_write_text
+
+    atomic_write_text(_seed_path(out, ws, ts),
+                      json.dumps({"key": _seed_key(s, ws, ts), "version": __version__, "run": run}, default=str) + "\n")
     return _jsonable(run)
 
 

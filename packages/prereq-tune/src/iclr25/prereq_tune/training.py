@@ -71,6 +71,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 STATE_FILE = "trainer_state.json"
+RNG_FILE = "rng_state.json"
+
+
+def checkpoint_exists(checkpoint_dir: str | Path) -> bool:
+    """Whether ``checkpoint_dir/last`` holds a checkpoint, after the core's
+    :func:`~iclr25.core.checkpoint.recover_folder` puts back one a kill left between the two renames of a save."""
+    from iclr25.core.checkpoint import recover_folder
+
+    return recover_folder(Path(checkpoint_dir) / "last") is not None
 
 
 @dataclass(frozen=True)
@@ -482,29 +491,48 @@ class _Loop:
 
     # -- checkpoints -------------------------------------------------------------------------------
     def save(self, extra: dict[str, Any]) -> None:
-        if self.ckpt is None or (self.acc is not None and not self.acc.is_main_process and self.engine is None):
+        """Write ``<checkpoint_dir>/last`` through the core's :func:`~iclr25.core.checkpoint.atomic_folder` (a kill
+        mid-save keeps the previous checkpoint whole): the adapter, optimiser and scheduler (or DeepSpeed's state),
+        every RNG state of every process (``rng_state.json``: torch CPU/CUDA, NumPy, Python, so LoRA dropout draws
+        the same masks after a resume) and ``trainer_state.json``."""
+        if self.ckpt is None:
             return
+        from iclr25.core.checkpoint import atomic_folder, capture_rng_state
+
+        rngs = [capture_rng_state(torch_state=True)]
+        distributed = self.acc is not None and self.acc.num_processes > 1
+        if distributed:
+            from accelerate.utils import gather_object
+
+            rngs = gather_object(rngs)  # collective: every rank
+        main = self.acc is None or self.acc.is_main_process
+        if not main and self.engine is None:
+            return
+        import contextlib
+
         import torch
         from safetensors.torch import save_file
 
-        d = self.ckpt
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".tmp-{time.time_ns()}"
-        tmp.mkdir()
+        last = self.ckpt / "last"
+        with contextlib.ExitStack() as stack:
+            if main:
+                tmp = stack.enter_context(atomic_folder(last))
+            if self.engine is not None:  # every rank writes its ZeRO shard into the one temporary folder
+                self.acc.wait_for_everyone()
+                tmp = last.with_name(last.name + ".tmp")
+                self.acc.save_state(str(tmp / "accelerate"))
+                self.acc.wait_for_everyone()
+            else:
+                save_file({n: p.detach().cpu().contiguous() for n, p in self.roles.trainable},
+                          str(tmp / "adapter.safetensors"))
+                torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}, tmp / "optim.pt")
+            if main:
+                (tmp / RNG_FILE).write_text(json.dumps({"processes": rngs}), encoding="utf-8")
+                state = {"step": self.step, "kind": self.kind, "fingerprint": self.fingerprint,
+                         "args": asdict(self.args), "n_steps": self.n_steps, **extra}
+                (tmp / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
         if self.engine is not None:
-            self.acc.save_state(str(tmp / "accelerate"))
-        else:
-            save_file({n: p.detach().cpu().contiguous() for n, p in self.roles.trainable}, str(tmp / "adapter.safetensors"))
-            torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}, tmp / "optim.pt")
-        state = {"step": self.step, "kind": self.kind, "fingerprint": self.fingerprint, "args": asdict(self.args),
-                 "n_steps": self.n_steps, **extra}
-        (tmp / STATE_FILE).write_text(json.dumps(state))
-        old = d / "last"
-        if old.exists():
-            import shutil
-
-            shutil.rmtree(old)
-        tmp.rename(old)
+            self.acc.wait_for_everyone()
 
     def load(self) -> dict[str, Any]:
         import torch
@@ -512,6 +540,7 @@ class _Loop:
 
         if self.ckpt is None:
             raise ValueError("resume needs a checkpoint folder")
+        checkpoint_exists(self.ckpt)
         d = self.ckpt / "last"
         f = d / STATE_FILE
         if not f.is_file():
@@ -542,7 +571,29 @@ class _Loop:
             self.opt.load_state_dict(o["optimizer"])
             self.sched.load_state_dict(o["scheduler"])
         self.step = int(state["step"])
+        self._restore_rng(d)
         return state
+
+    def _restore_rng(self, d: Path) -> None:
+        """Put back this process's RNG states (last: nothing after it in the resume path draws)."""
+        from iclr25.core.checkpoint import restore_rng_state
+
+        f = d / RNG_FILE
+        if not f.is_file():
+            log.warning("--resume: %s is missing (a checkpoint of an older version): the torch/NumPy/Python RNG "
+                        "states are not restored, so LoRA dropout draws other masks than an uninterrupted run "
+                        "(the resume is not exact)", f)
+            return
+        try:
+            rngs = json.loads(f.read_text(encoding="utf-8"))["processes"]
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over) or start a "
+                             "new --out") from None
+        rank, world = _dist(self.acc)
+        if not isinstance(rngs, list) or len(rngs) != world:
+            raise ValueError(f"--resume: {f} holds the RNG states of {len(rngs) if isinstance(rngs, list) else '?'} "
+                             f"process(es), this run has {world}; resume with the same number of processes")
+        restore_rng_state(rngs[rank])
 
 
 def _progress(total: int, desc: str, quiet: bool):

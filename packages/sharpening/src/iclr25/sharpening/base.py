@@ -428,7 +428,8 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
 
     Returns:
         :class:`TrapBase`; ``info["cached"]`` says whether it was loaded, ``info["pretrain_seconds"]`` /
-        ``info["pretrain_cpu_seconds"]`` the one-time pre-training time (measured when it was trained),
+        ``info["pretrain_cpu_seconds"]`` the one-time pre-training wall and CPU time (measured when it was trained;
+        CPU ``None`` for a fixed-length base cached by a version that did not measure it),
         ``info["final_loss"]`` the last answer loss (nats/token; the floor is the data's conditional entropy),
         ``info["converged"]`` (``None`` for the fixed-length recipe), ``info["val_kl"]``, ``info["steps"]``.
     """
@@ -510,9 +511,13 @@ def cached_trap_base(task: TrapArithmeticTask = TrapArithmeticTask(), cfg: TrapB
     use_fused_gelu(model)
     model.eval()
     kl = trap_data_kl(model, tok, task, val)["kl"]
+    cpu = train.get("cpu_seconds")  # the core's pre-training log records it since issue #44; wall time never stands in
+    if cpu is None:
+        log.warning("trap base %s was cached by an older version that recorded wall time only: pretrain_cpu_seconds "
+                    "is None (not measured); delete the folder to pre-train it again and measure it", folder)
     info = {"cached": cached, "path": str(folder), "recipe": "fixed-length",
             "pretrain_seconds": float(train.get("seconds", seconds)),
-            "pretrain_cpu_seconds": float(train.get("seconds", seconds)),
+            "pretrain_cpu_seconds": None if cpu is None else float(cpu),
             "load_seconds": seconds if cached else 0.0, "final_loss": train.get("final_loss"),
             "steps": train.get("steps", cfg.steps), "converged": None, "val_kl": kl,
             "task": asdict(task), "config": asdict(cfg)}

@@ -268,9 +268,10 @@ def _resume_guard(cfg, out: Path) -> None:
         FileNotFoundError: ``--resume`` but ``OUT/checkpoint`` does not exist.
         ValueError: ``--resume`` with changed settings, or a damaged ``run_settings.json``.
     """
+    from iclr25.core.checkpoint import recover_folder
     from iclr25.core.config import guard_resume_settings
 
-    if cfg.resume and not (out / "checkpoint").is_dir():
+    if cfg.resume and recover_folder(out / "checkpoint") is None:
         raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoint'}; run without --resume first, or "
                                 "give the --out of the run to continue")
     guard_resume_settings(out, _run_settings(cfg), resume=cfg.resume,

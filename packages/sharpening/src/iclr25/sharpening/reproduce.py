@@ -294,9 +294,10 @@ def pretrain_bases(st: ReproSettings, workers: int) -> list[dict]:
                                 initializer=_worker_init, initargs=(logging.getLogger().getEffectiveLevel(),)) as ex:
         for f in cf.as_completed([ex.submit(_pretrain_chain, (st, c)) for c in chains]):
             for r in f.result():
-                log.info("base p_c %g seed %d: %s, validation KL %.4f after %d steps (%.0f CPU-s)", r["p_correct"],
+                cpu = r["pretrain_cpu_seconds"]
+                log.info("base p_c %g seed %d: %s, validation KL %.4f after %d steps (%s CPU-s)", r["p_correct"],
                          r["seed"], "cached" if r["cached"] else ("converged" if r["converged"] else "NOT converged"),
-                         r["val_kl"], r["steps"], r["pretrain_cpu_seconds"])
+                         r["val_kl"], r["steps"], "not measured" if cpu is None else f"{cpu:.0f}")
                 records.append(r)
     return records
 
@@ -470,11 +471,9 @@ class _Stages:
         return _numkeys(d["data"])
 
     def save(self, name: str, data) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        p = self.dir / f"{name}.json"
-        tmp = p.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"settings_key": self.key, "data": _jsonable(data)}) + "\n")
-        os.replace(tmp, p)
+        from iclr25.core.checkpoint import atomic_write_text
+
+        atomic_write_text(self.dir / f"{name}.json", json.dumps({"settings_key": self.key, "data": _jsonable(data)}) + "\n")
 
 
 def _clock_since(clock: _Clock, before: dict) -> dict:

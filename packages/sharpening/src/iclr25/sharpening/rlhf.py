@@ -336,6 +336,9 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
             write_jsonl(out / "pairs.jsonl", D)
         if (ck / "best.safetensors").is_file():
             best_state = load_safetensors(ck / "best.safetensors")
+        from iclr25.core.checkpoint import trim_jsonl
+
+        trim_jsonl(out / "metrics.jsonl", trainer.step)  # what a killed run logged after the checkpoint
         log.info("resumed XPO after iteration %d (%d pairs)", start, len(D))
     elif out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -368,14 +371,13 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
         if on_iteration is not None:
             on_iteration(t + 1, trainer.unwrapped, 2 * len(D))
         if ck is not None:
-            from safetensors.torch import save_file
-
-            trainer.save_checkpoint(ck, extra={"iteration": t + 1, "best_j": best_j, "best_iteration": best_it,
-                                                "n_pairs": len(D)})
-            save_file(best_state, str(ck / "best.safetensors"))
+            # the log first (a resume trims it back to the checkpointed step), then one atomic checkpoint with the
+            # best iterate inside it (never a checkpoint beside another iteration's best.safetensors)
             with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
                 for r in hist[-cfg.steps_per_iteration:]:
                     fh.write(json.dumps(r) + "\n")
+            trainer.save_checkpoint(ck, extra={"iteration": t + 1, "best_j": best_j, "best_iteration": best_it,
+                                                "n_pairs": len(D)}, tensors={"best.safetensors": best_state})
     final = trainer.unwrapped
     if best_it != cfg.iterations:
         set_trainable_state(final, best_state)

@@ -291,6 +291,11 @@ class PolicyTrainer:
             end = min(end, self.step + max_steps)
         bar = progress_bar(range(self.step, end), desc="train", total=end - self.step, unit="step",
                            quiet=None if (progress and self.is_main) else True)
+        if metrics_path and self.is_main:
+            from iclr25.core.checkpoint import trim_jsonl
+
+            # a resumed run continues after the checkpointed step: drop what a killed run logged beyond it
+            trim_jsonl(metrics_path, self.step)
         fh = open(metrics_path, "a", encoding="utf-8") if (metrics_path and self.is_main) else None
         try:
             for s in bar:
@@ -313,27 +318,35 @@ class PolicyTrainer:
         return hist
 
     # ----- checkpoints -----
-    def save_checkpoint(self, path: str | Path, extra: dict | None = None) -> None:
-        """``path/policy.safetensors`` (trainable weights: the full model, or the LoRA adapter) and
-        ``path/trainer_state.pt`` (optimiser, scheduler, step, RNG states; tensors and plain types only)."""
+    def save_checkpoint(self, path: str | Path, extra: dict | None = None, tensors: dict | None = None) -> None:
+        """``path/policy.safetensors`` (trainable weights: the full model, or the LoRA adapter),
+        ``path/trainer_state.pt`` (optimiser, scheduler, step; tensors and plain types only) and
+        ``path/rng_state.json`` (every RNG state of every process: the core's ``capture_rng_state``), written
+        together through the core's ``atomic_folder`` (a kill mid-save keeps the previous checkpoint whole), with
+        ``tensors`` (``{file name: {tensor name: tensor}}``, e.g. XPO's best iterate) as safetensors files beside them."""
         import torch
         from safetensors.torch import save_file
 
+        from iclr25.core.checkpoint import atomic_folder, capture_rng_state
+
+        rngs = [capture_rng_state(torch_state=True)]
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
+            if self.world > 1:
+                from accelerate.utils import gather_object
+
+                rngs = gather_object(rngs)  # collective: every rank
         if not self.is_main:
             return
-        p = Path(path)
-        p.mkdir(parents=True, exist_ok=True)
-        save_file(_trainable_state(self.unwrapped), str(p / "policy.safetensors.tmp"))
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "step": self.step, "torch_rng": torch.get_rng_state(), "n_examples": self.n_examples,
-                 "config": json.dumps(asdict(self.cfg)), "extra": json.dumps(extra or {})}
-        if torch.cuda.is_available():
-            state["cuda_rng"] = torch.cuda.get_rng_state_all()
-        torch.save(state, p / "trainer_state.pt.tmp")
-        os.replace(p / "policy.safetensors.tmp", p / "policy.safetensors")
-        os.replace(p / "trainer_state.pt.tmp", p / "trainer_state.pt")
+                 "step": self.step, "n_examples": self.n_examples, "config": json.dumps(asdict(self.cfg)),
+                 "extra": json.dumps(extra or {})}
+        with atomic_folder(path) as tmp:
+            save_file(_trainable_state(self.unwrapped), str(tmp / "policy.safetensors"))
+            torch.save(state, tmp / "trainer_state.pt")
+            (tmp / "rng_state.json").write_text(json.dumps({"processes": rngs}), encoding="utf-8")
+            for name, tens in (tensors or {}).items():
+                save_file({k: v.detach().cpu().contiguous() for k, v in tens.items()}, str(tmp / name))
 
     def load_checkpoint(self, path: str | Path, data_file: str | Path | None = None) -> dict:
         """Restore what :meth:`save_checkpoint` wrote; returns its ``extra`` dict. ``data_file`` (the saved
@@ -346,7 +359,10 @@ class PolicyTrainer:
         """
         import torch
 
+        from iclr25.core.checkpoint import recover_folder, restore_rng_state
+
         p = Path(path)
+        recover_folder(p)  # a kill between the two renames of a save: the previous checkpoint is put back
         if not (p / "trainer_state.pt").is_file() or not (p / "policy.safetensors").is_file():
             raise FileNotFoundError(f"no checkpoint in {p} (expected policy.safetensors and trainer_state.pt); "
                                     "run without --resume first")
@@ -355,7 +371,7 @@ class PolicyTrainer:
             state = torch.load(f, map_location="cpu", weights_only=True)
             if not isinstance(state, dict):
                 raise TypeError(f"expected a dict, got {type(state).__name__}")
-            missing = [k for k in ("optimizer", "scheduler", "step", "torch_rng", "config", "extra") if k not in state]
+            missing = [k for k in ("optimizer", "scheduler", "step", "config", "extra") if k not in state]
             if missing:
                 raise KeyError(f"missing entries {missing}")
             saved, extra = json.loads(state["config"]), json.loads(state["extra"])
@@ -370,14 +386,25 @@ class PolicyTrainer:
         if diff:
             raise ValueError(f"checkpoint {p} was written with other settings {diff} (saved, now); resume with "
                              "the same config or start a new --out")
+        g = p / "rng_state.json"
+        if not g.is_file():
+            raise ValueError(f"--resume: {g} is missing (a checkpoint of an older version, without the NumPy/Python "
+                             f"RNG states an exact resume needs); {RESUME_FIX}")
+        try:
+            rngs = json.loads(g.read_text(encoding="utf-8"))["processes"]
+            if not isinstance(rngs, list):
+                raise TypeError(f"expected a list of states, got {type(rngs).__name__}")
+        except Exception as e:        # missing (an older checkpoint), truncated or foreign
+            raise damaged_file(g, e) from None
+        if len(rngs) != self.world:
+            raise ValueError(f"--resume: checkpoint {p} holds the RNG states of {len(rngs)} process(es), this run has "
+                             f"{self.world}; resume with the same number of processes or start a new --out")
         load_policy_weights(self.unwrapped, p / "policy.safetensors")
         try:
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.step = int(state["step"])
-            torch.set_rng_state(state["torch_rng"])
         except Exception as e:        # a state that does not fit this optimiser/model
             raise damaged_file(f, e) from None
-        if "cuda_rng" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        restore_rng_state(rngs[self.rank])
         return extra

@@ -183,7 +183,8 @@ def pretrain_tiny_lm(texts: Sequence[str | tuple[str, str]], spec: TinyLMSpec = 
 
     Returns:
         ``(model, tokenizer, log)``: ``GPT2LMHeadModel`` in eval mode on CPU, the tokenizer, and
-        ``{"steps", "seconds", "final_loss", "n_texts", "n_tokens", "n_truncated"}``.
+        ``{"steps", "seconds", "cpu_seconds", "final_loss", "n_texts", "n_tokens", "n_truncated"}`` (``seconds``
+        wall time, ``cpu_seconds`` this process's CPU time, both of the training loop).
 
     Raises:
         ValueError: empty corpus, pairs with ``packing="stream"``, a stream shorter than one window.
@@ -199,7 +200,7 @@ def pretrain_tiny_lm(texts: Sequence[str | tuple[str, str]], spec: TinyLMSpec = 
     pairs = not isinstance(texts[0], str)
     if pairs and spec.packing != "sequences":
         raise ValueError("pretrain_tiny_lm: (prompt, response) pairs need packing='sequences'")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     flat = [t if isinstance(t, str) else t[0] + t[1] for t in texts]
     tok = tokenizer if tokenizer is not None else _tokenizer(spec, flat)
     eos, pad = tok.eos_token_id, tok.pad_token_id
@@ -290,7 +291,8 @@ def pretrain_tiny_lm(texts: Sequence[str | tuple[str, str]], spec: TinyLMSpec = 
         if step % 25 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
-    info = {"steps": n_steps, "seconds": time.perf_counter() - t0, "final_loss": float(loss.item()),
+    info = {"steps": n_steps, "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+            "final_loss": float(loss.item()),
             "n_texts": len(texts), "n_tokens": n_tokens, "n_truncated": n_truncated}
     log.info("pre-trained a tiny LM (%d layers, d=%d, %d steps) in %.1f s, final loss %.3f",
              spec.n_layer, spec.n_embd, n_steps, info["seconds"], info["final_loss"])
