@@ -420,7 +420,10 @@ def run_inprocess(spec: FederationSpec) -> dict:
     labels = [str(n.partition_id) for n in nodes]
     if state.remaining_rounds <= 0:
         return state.finish()
-    cstate = {lab: ClientState.load(n, spec.run_key) or ClientState() for lab, n in zip(labels, nodes)}
+    # a fresh simulated run starts the simulated clients' ledgers afresh, as the server starts its own state
+    # (a stale ledger would make every client refuse the "replayed" rounds: an untrained model, silently)
+    cstate = {lab: (ClientState.load(n, spec.run_key) if spec.resume else None) or ClientState()
+              for lab, n in zip(labels, nodes)}
     global_sd = {k: v.detach().cpu() for k, v in state.model.state_dict().items()}
     bar = progress(range(state.start_round + 1, spec.rounds + 1), desc=spec.run_key, unit="round",
                    quiet=None if spec.progress else True)
