@@ -82,7 +82,7 @@ from typing import Any
 from .checkpoint import atomic_write_json
 
 __all__ = ["Job", "RunResult", "JobFailed", "RunInterrupted", "run_jobs", "load_records", "default_workers",
-           "RECORDS_DIR", "SETTINGS_FILE"]
+           "nan_to_none", "none_to_nan", "RECORDS_DIR", "SETTINGS_FILE"]
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +306,35 @@ def _call(job: dict[str, Any], deps_records: dict[str, Any], threads: int | None
         raise ValueError(f"job {job['name']!r} returned a record that is not JSON-ready: {bad}; return None for an "
                          "undefined number (and say why in the record)")
     return json.dumps(record, allow_nan=False), cpu, wall
+
+
+def nan_to_none(obj: Any) -> Any:
+    """``obj`` with every NaN replaced by ``None``, recursively (dicts, lists, tuples; an inf stays, and the
+    runner refuses it).
+
+    For a job whose record legitimately holds undefined numbers (a rate over no eligible point): JSON has
+    no NaN, so the job says "undefined" with ``null``, explicitly, and the claims read it back with
+    :func:`none_to_nan`. Only for records that hold no ``None`` of their own (the round trip would turn
+    those into NaN).
+    """
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {k: nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [nan_to_none(v) for v in obj]
+    return obj
+
+
+def none_to_nan(obj: Any) -> Any:
+    """The inverse of :func:`nan_to_none` for reading a record: every ``None`` becomes ``float("nan")``."""
+    if obj is None:
+        return float("nan")
+    if isinstance(obj, Mapping):
+        return {k: none_to_nan(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [none_to_nan(v) for v in obj]
+    return obj
 
 
 # ---------------------------------------------------------------------------------------------
