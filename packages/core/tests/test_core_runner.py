@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from iclr25.core.runner import Job, JobFailed, RunInterrupted, load_records, run_jobs
+from iclr25.core.runner import (
+    Job,
+    JobFailed,
+    RunInterrupted,
+    load_records,
+    nan_to_none,
+    none_to_nan,
+    run_jobs,
+)
 
 MOD = "iclr25_runner_toy_jobs"
 
@@ -334,3 +342,12 @@ def test_module_is_torch_free_at_import():
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+def test_nan_to_none_round_trip():
+    rec = {"a": float("nan"), "b": [1.0, float("nan"), (2, float("nan"))], "c": {"d": 3}}
+    out = nan_to_none(rec)
+    assert out == {"a": None, "b": [1.0, None, [2, None]], "c": {"d": 3}}
+    back = none_to_nan(json.loads(json.dumps(out)))
+    assert back["b"][0] == 1.0 and back["b"][1] != back["b"][1] and back["c"] == {"d": 3}
+    assert nan_to_none(float("inf")) == float("inf")          # an inf is not "undefined": the runner refuses it
