@@ -66,3 +66,25 @@ def test_seeds_in_parallel_processes_give_the_same_numbers(tmp_path, monkeypatch
     # the tiny preset leaves no eligible points for transfer rates (NaN); cross gains are always measured
     note = next(c for c in a if c.name == "mechanism/cross_gain").note
     assert "± " in note and "seed spread" in note and "per seed" in note
+
+
+def test_resume_reuses_records_and_refuses_changed_settings(tmp_path, monkeypatch):
+    """The seeds are runner jobs: a --resume over finished records trains nothing and gives the same claims;
+    another preset is refused, naming the job."""
+    pytest.importorskip("sklearn", reason="the digits data set needs the [digits] extra")
+    tiny = dict(R.QUICK, n_train=100, n_test=40, num_models=2, n_surrogates=1, width=4, epochs=1,
+                batch_size=50, clip_every=2, steps=2)
+    monkeypatch.setattr(R, "QUICK", tiny)
+    a = R.reproduce(True, tmp_path, data="digits", quiet=True, seeds=(0, 1), workers=1)
+    assert sorted(f.name for f in (tmp_path / "records").glob("*.json")) == ["seed0.json", "seed1.json"]
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a resumed run with every record there must not train")
+
+    monkeypatch.setattr(R, "_run_seed", no_training)
+    b = R.reproduce(True, tmp_path, data="digits", quiet=True, seeds=(0, 1), workers=1, resume=True)
+    assert [(x.name, x.note) for x in a] == [(y.name, y.note) for y in b]
+    assert all((x.ours == y.ours) or (math.isnan(x.ours) and math.isnan(y.ours)) for x, y in zip(a, b))
+    monkeypatch.setattr(R, "QUICK", dict(tiny, epochs=2))
+    with pytest.raises(ValueError, match=r"other settings \(job seed0: .*'epochs': 1.*'epochs': 2"):
+        R.reproduce(True, tmp_path, data="digits", quiet=True, seeds=(0, 1), workers=1, resume=True)

@@ -55,3 +55,32 @@ def test_quick_reproduction(tmp_path):
     assert [c.name for c in claims] == list(CLAIM_NAMES)
     meta = json.loads((tmp_path / "metrics.json").read_text())
     assert len(meta["offline_pair"]) == 2 and meta["preset"]["epochs"] == 6
+
+
+def test_claims_from_runner_records_and_report_only_resume(tmp_path):
+    """The synthetic model runs as a runner job (record under records/), the claims come from the records
+    alone (a resume over them computes nothing), and the jobs are declared per encoder."""
+    from pathlib import Path
+
+    from iclr25.core.runner import Job, run_jobs
+    from iclr25.tie.reproduce import claims_from_records, jobs, synthetic_job
+
+    p = dict(QUICK, sweep_scale=1)
+    declared = jobs(p, tmp_path, Path("data.npz"), "cpu")
+    assert [j.name for j in declared] == ["offline_rho0.95_seed0", "offline_rho0.95_seed1", "synthetic"]
+    assert declared[0].settings["ck_dir"] == str(tmp_path / "encoders" / "rho0.95_seed0")
+    syn_job = [Job("synthetic", synthetic_job, settings=declared[-1].settings)]
+    r = run_jobs(syn_job, tmp_path, workers=1, quiet=True)
+    assert (tmp_path / "records" / "synthetic.json").is_file()
+    records = dict(r.records)
+    for s in (0, 1):
+        records[f"offline_rho0.95_seed{s}"] = json.loads(json.dumps(_offline_metrics(_fake_offline(s), n_random=2000)))
+    claims = claims_from_records(records, p, tmp_path, True, "cpu", "data.npz", 2, 1, r.summary())
+    assert [c.name for c in claims] == list(CLAIM_NAMES)
+    direct = _claims([records[f"offline_rho0.95_seed{s}"] for s in (0, 1)],
+                     synthetic_results((0, 1), ("default", "kappa=0.3"), sweep_scale=1), p)
+    assert [(c.ours, c.baseline) for c in claims] == [(c.ours, c.baseline) for c in direct]
+    meta = json.loads((tmp_path / "metrics.json").read_text())
+    assert meta["runner"]["ran"] == ["synthetic"] and meta["seconds"]["synthetic"] > 0
+    again = run_jobs(syn_job, tmp_path, workers=1, resume=True, quiet=True)
+    assert again.ran == [] and again.records == r.records

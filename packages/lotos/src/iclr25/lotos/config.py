@@ -170,6 +170,8 @@ class ReproduceConfig(ReproduceOptions):
     """Data set (digits: the small fallback without the mirror)."""
     workers: int | None = None
     """Processes the seeds run in (default min(#seeds, #CPUs), one torch thread each; 1: in-process)."""
+    resume: bool = False
+    """Keep the seeds an interrupted run in --out finished (records/seed<s>.json); changed settings are refused."""
 
 
 @dataclass(kw_only=True)

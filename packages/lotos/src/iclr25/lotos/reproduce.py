@@ -11,22 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from iclr25.core.results import Claim
+from iclr25.core.runner import Job, nan_to_none, none_to_nan
 
 from .config import TrainConfig
 from .data import load_data
 from .evaluation import evaluate_ensemble, surrogate_examples
 from .train import train_ensemble
 
-__all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES"]
+__all__ = ["reproduce", "jobs", "seed_job", "claims_from_records", "QUICK", "FULL", "CLAIM_NAMES"]
 
 log = logging.getLogger(__name__)
 
@@ -62,62 +61,87 @@ def _sd(vals: list[float]) -> float:
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None, data: str = "cifar10-subset",
-              threads: int | None = 1, quiet: bool = False, workers: int | None = None) -> list[Claim]:
+              threads: int | None = 1, quiet: bool = False, workers: int | None = None,
+              resume: bool = False) -> list[Claim]:
     """Run the reproduction and return the claims of :data:`CLAIM_NAMES`.
+
+    One job per seed (:func:`seed_job`: the surrogate and the three arms of that seed) on the core's
+    experiment runner (:func:`iclr25.core.runner.run_jobs`): records under ``out_dir/records/``, then the
+    claims from the records (:func:`claims_from_records`, a pure function).
 
     Args:
         quick: the quick preset (:data:`QUICK`, seeds 0 and 1) instead of :data:`FULL` (seeds 0-2).
-        out_dir: folder for runs (``runs/seed<s>/<arm>``), ``metrics.json`` and ``arms.md``.
+        out_dir: folder for runs (``runs/seed<s>/<arm>``), ``records/seed<s>.json``, ``metrics.json`` and
+            ``arms.md``.
         seeds: the seeds (default: the preset's). Every arm of a seed shares initial weights, data
             order and surrogate; claims compare arms on the per-seed (paired) differences.
         data: ``cifar10-subset`` (the mirror) or ``digits`` (fallback).
-        threads: torch intra-op threads (1 is much faster than 2 on a shared 2-core machine,
+        threads: torch intra-op threads of each job (1 is much faster than 2 on a shared 2-core machine,
             where OpenMP threads spin against other processes); ``None`` leaves torch's default.
         quiet: no progress bar (one bar over the seeds, on stderr).
         workers: processes the seeds run in (default: ``min(#seeds, #CPUs)``; 1 = in this process).
+        resume: keep the seeds an interrupted run in ``out_dir`` finished (refused if settings changed).
 
     Returns:
         The claims; each margin claim's note gives mean ± sd over seeds of both arms and of the
         paired gap, and whether the gap exceeds its spread.
 
     Raises:
-        ValueError: an empty or negative seed list.
+        ValueError: an empty or negative seed list; ``--resume`` with changed settings.
     """
+    from iclr25.core.runner import run_jobs
+
     out_dir = Path(out_dir)
     p = QUICK if quick else FULL
     seeds = tuple(p["seeds"] if seeds is None else seeds)
     if not seeds or any(int(x) < 0 for x in seeds):
         raise ValueError(f"seeds must be a non-empty list of integers >= 0, got {seeds}")
-    prev_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        per_seed, seconds = _run(quick, out_dir, seeds, data, quiet, threads, workers)
-    finally:
-        torch.set_num_threads(prev_threads)  # do not leak the setting into other methods' runs
+    res = run_jobs(jobs(quick, out_dir, seeds, data), out_dir, workers=workers, resume=resume, threads=threads,
+                   desc="lotos reproduce", quiet=True if quiet else None)
+    return claims_from_records(res.records, quick, out_dir, seeds, data, threads, res.summary())
+
+
+def jobs(quick: bool, out_dir: Path, seeds: Sequence[int], data: str) -> list[Job]:
+    """The reproduction's jobs: one per seed (:func:`seed_job`), no dependencies."""
+    p = {k: v for k, v in (QUICK if quick else FULL).items() if k != "seeds"}
+    return [Job(f"seed{s}", seed_job, seed=int(s), settings={"preset": p, "data": data,
+                                                            "runs_dir": str(Path(out_dir) / "runs")})
+            for s in seeds]
+
+
+def seed_job(settings: dict, seed: int, deps: dict) -> dict:
+    """Runner job: train and evaluate seed ``seed`` (:func:`_run_seed`); undefined numbers (NaN: e.g. a
+    transfer rate over no eligible point, the diagonal of the transfer matrix) are recorded as ``None``."""
+    return nan_to_none(_run_seed(settings["preset"], Path(settings["runs_dir"]), seed, settings["data"]))
+
+
+def claims_from_records(records: dict, quick: bool, out_dir: Path, seeds: Sequence[int], data: str,
+                        threads: int | None = None, runner: dict | None = None) -> list[Claim]:
+    """The claims (and ``metrics.json``, ``arms.md``) from the jobs' records: no training."""
+    out_dir = Path(out_dir)
+    p = QUICK if quick else FULL
+    per_seed = [none_to_nan(records[f"seed{s}"]) for s in seeds]
     vals = {arm: {k: [r[arm].get(k) for r in per_seed] for k in _METRICS if k in per_seed[0][arm]}
             for arm in ("orig", "clip", "lotos")}
     agg = {arm: {k: _mean(v) for k, v in d.items()} for arm, d in vals.items()}
     for arm in agg:
         agg[arm]["clean_acc_members_mean"] = _mean([_mean(r[arm]["clean_acc_members"]) for r in per_seed])
     meta = {"preset": p, "quick": quick, "seeds": list(seeds), "data": data, "threads": threads,
-            "seconds": seconds, "aggregate": agg, "per_seed_values": vals, "per_seed": per_seed}
+            "seconds": (runner or {}).get("wall_seconds"), "runner": runner, "aggregate": agg,
+            "per_seed_values": vals, "per_seed": per_seed}
     (out_dir / "metrics.json").write_text(json.dumps(meta, indent=2))
     (out_dir / "arms.md").write_text(_arms_table(agg, vals, seeds))
     return _claims(agg, vals, p, seeds, data)
 
 
-def _run_seed(p: dict, out_dir: Path, s: int, data: str, threads: int | None) -> dict:
+def _run_seed(p: dict, runs_dir: Path, s: int, data: str) -> dict:
     """Train the surrogate and the three arms of seed ``s`` with preset ``p`` and evaluate them."""
-    if threads is not None:
-        torch.set_num_threads(threads)
     d = load_data(data, p["n_train"], p["n_test"], p["image_size"] if data != "digits" else None)
     base = TrainConfig(num_models=p["num_models"], width=p["width"], epochs=p["epochs"], data=data,
                        batch_size=p["batch_size"], image_size=p["image_size"] if data != "digits" else None,
                        n_train=p["n_train"], clip_every=p["clip_every"], clip_opt_iter=p["clip_opt_iter"],
                        clip_at_init=True, device="cpu", quiet=True)
-    run = Path(out_dir) / "runs" / f"seed{s}"
-    t0 = time.perf_counter()
+    run = Path(runs_dir) / f"seed{s}"
     sur = train_ensemble(replace(base, method="orig", num_models=p["n_surrogates"], seed=1000 + s,
                                  out=run / "surrogate"), d)
     sur_adv = surrogate_examples(sur, d.x_test, d.y_test, eps=p["eps"], steps=p["steps"],
@@ -134,41 +158,7 @@ def _run_seed(p: dict, out_dir: Path, s: int, data: str, threads: int | None) ->
             res[arm]["true_sigma_over_clip_after"] = sp["max_true_over_clip_after"]
         log.info("seed %d %s: %s", s, arm, {k: v for k, v in res[arm].items() if not isinstance(v, list)})
     res["surrogate_clean_acc"] = [100 * float((m(d.x_test).argmax(-1) == d.y_test).float().mean()) for m in sur]
-    res["seconds"] = time.perf_counter() - t0
     return res
-
-
-def _run(quick: bool, out_dir: Path, seeds: Sequence[int], data: str, quiet: bool, threads: int | None = 1,
-         workers: int | None = None) -> tuple[list[dict], float]:
-    """All seeds; with ``workers > 1`` the seeds run in that many processes (one torch thread each),
-    which is how the 2-seed quick run fits 2 cores. The numbers do not depend on ``workers``."""
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    from iclr25.core.progress import progress
-
-    p = QUICK if quick else FULL
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if workers is None:
-        workers = min(len(seeds), os.cpu_count() or 1)
-    t_all = time.perf_counter()
-    bar = progress(total=len(seeds), desc="lotos reproduce", unit="seed", quiet=True if quiet else None)
-    if workers <= 1 or len(seeds) == 1:
-        per_seed = []
-        for s in seeds:
-            per_seed.append(_run_seed(p, out_dir, s, data, threads))
-            bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            futs = [pool.submit(_run_seed, p, out_dir, s, data, threads) for s in seeds]
-            per_seed = []
-            for f in futs:
-                per_seed.append(f.result())
-                bar.update()
-    bar.close()
-    return per_seed, time.perf_counter() - t_all
 
 
 def _pm(v: list[float]) -> str:

@@ -140,9 +140,11 @@ class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (offline pair + synthetic paper-model)."""
 
     workers: int = 2
-    """encoders trained in parallel processes"""
+    """jobs (encoders, the synthetic model) run in parallel processes (1: in this process)"""
     worker_threads: int = 1
-    """torch threads of each worker process"""
+    """torch threads of each job"""
+    resume: bool = False
+    """keep the jobs an interrupted run in --out finished (records/); changed settings are refused"""
     data: Path | None = None
     """cifar10_subset.npz (default: the ICLR25_DATA mirror)"""
 

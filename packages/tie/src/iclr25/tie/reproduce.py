@@ -9,9 +9,10 @@
   ``mechanism/translation_keeps_covariance``, ``synthetic/tie_wga_gt_zero_shot``,
   ``synthetic/tie_star_tracks_attribute_inference``.
 
-Every arm of one seed shares the encoder, the pool, the test renders and the prompts. Encoders are
-trained in worker processes (one torch thread each) and cached under ``out_dir/encoders`` (a rerun
-reuses finished checkpoints; an interrupted one resumes).
+Every arm of one seed shares the encoder, the pool, the test renders and the prompts. The encoders and the
+synthetic model are jobs of the core's experiment runner (worker processes, one torch thread each; records
+under ``out_dir/records``, ``--resume``); encoders are cached under ``out_dir/encoders`` (a rerun reuses
+finished checkpoints; an interrupted one resumes).
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iclr25.core.results import Claim
+from iclr25.core.runner import Job
 
 from .evaluate import LABELS, METHODS, evaluate_methods
 from .synthetic import make_synthetic, oracle_translation
@@ -42,7 +42,8 @@ from .tie import (
     zero_shot_predict,
 )
 
-__all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES", "run_offline_seed", "synthetic_results"]
+__all__ = ["reproduce", "jobs", "offline_job", "synthetic_job", "claims_from_records", "QUICK", "FULL", "CLAIM_NAMES",
+           "run_offline_seed", "synthetic_results"]
 
 log = logging.getLogger("iclr25.tie")
 
@@ -407,24 +408,32 @@ def _tables(off: list[dict], syn: dict[str, Any], p: dict, quick: bool) -> str:
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = None, device: str = "auto",
               workers: int = 2, worker_threads: int = 1, data: Path | None = None,
-              quiet: bool | None = None) -> list[Claim]:
+              quiet: bool | None = None, resume: bool = False) -> list[Claim]:
     """Run the reproduction and return the claims in :data:`CLAIM_NAMES`.
+
+    The experiments are jobs of the core's runner (:func:`iclr25.core.runner.run_jobs`, see :func:`jobs`):
+    one per offline-pair encoder (ρ × seed: train, embed, metrics) and one for the synthetic paper-model;
+    their records land in ``out_dir/records/``; the claims come from the records
+    (:func:`claims_from_records`, a pure function).
 
     Args:
         quick: :data:`QUICK` (2 encoder seeds × 6 epochs at ρ = 0.95; synthetic 2 seeds at κ ∈ {0, 0.3}
             and the sweep) instead of :data:`FULL` (3 seeds × ρ ∈ {0.9, 0.95, 0.99} × 15 epochs; synthetic
             5 seeds × 4 settings).
-        out_dir: results folder: ``metrics.json``, ``tables.md``, ``encoders/`` (checkpoints).
+        out_dir: results folder: ``metrics.json``, ``tables.md``, ``records/``, ``encoders/`` (checkpoints,
+            reused by a rerun; an interrupted training resumes).
         seeds: encoder and synthetic seeds (default: the preset's; quick needs ≥ 2 for the sd).
         device: torch device for the encoders (``auto``: CPU at this scale).
-        workers: encoder trainings run in parallel processes.
-        worker_threads: torch threads per worker (1: fastest on small shared CPUs).
+        workers: jobs run in parallel processes (1: in this process).
+        worker_threads: torch threads per job (1: fastest on small shared CPUs).
         quiet: no progress bar (``None``: the core's ``--quiet`` / ``ICLR25_QUIET``).
         data: ``cifar10_subset.npz`` (default: the ``ICLR25_DATA`` mirror).
+        resume: keep the jobs an interrupted run in ``out_dir`` finished (changed settings are refused).
 
     Returns:
         The nine claims.
     """
+    from iclr25.core.runner import run_jobs
     from iclr25.core.seed import choose_device
 
     p = dict(QUICK if quick else FULL)
@@ -442,36 +451,63 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
         from .offline_pair import cifar10_subset_path
 
         data = cifar10_subset_path()                      # fails early, naming the missing mirror
-    t0 = time.perf_counter()
-    jobs = [(s, rho) for rho in p["rhos"] for s in p["encoder_seeds"]]
-    args = [(s, rho, p["epochs"], str(out / "encoders" / f"rho{rho}_seed{s}"), str(data), dev, p["control_images"],
-             worker_threads, True) for s, rho in jobs]
-    from iclr25.core.progress import progress
+    res = run_jobs(jobs(p, out, data, dev), out, workers=workers, resume=resume, threads=worker_threads,
+                   desc="tie reproduce", quiet=quiet)
+    return claims_from_records(res.records, p, out, quick, dev, data, workers, worker_threads, res.summary())
 
-    bar = progress(total=len(jobs), desc="tie reproduce: encoders", unit="encoder", quiet=quiet)
-    raw: list[dict] = []
-    if workers == 1 or len(jobs) == 1:
-        for a in args:
-            raw.append(run_offline_seed(*a))
-            bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as ex:
-            for r in ex.map(run_offline_seed, *zip(*args)):
-                raw.append(r)
-                bar.update()
-    bar.close()
-    t_off = time.perf_counter() - t0
-    off = [_offline_metrics(r) for r in raw]
-    t1 = time.perf_counter()
-    syn = synthetic_results(tuple(p["synth_seeds"]), tuple(p["synth_settings"]), p["sweep_scale"])
-    t_syn = time.perf_counter() - t1
-    claims = _claims(off, syn, p)
+
+def _offline_name(rho: float, seed: int) -> str:
+    return f"offline_rho{rho}_seed{seed}"
+
+
+def jobs(p: dict[str, Any], out: Path, data: Path, device: str) -> list[Job]:
+    """The reproduction's jobs: one per encoder (:func:`offline_job`, longest first), then the synthetic
+    paper-model (:func:`synthetic_job`); no dependencies between them."""
+    enc = [Job(_offline_name(rho, s), offline_job, seed=int(s),
+               settings={"rho": rho, "epochs": p["epochs"], "ck_dir": str(Path(out) / "encoders" / f"rho{rho}_seed{s}"),
+                         "data_path": str(data), "device": device, "control_images": p["control_images"]})
+           for rho in p["rhos"] for s in p["encoder_seeds"]]
+    syn = Job("synthetic", synthetic_job, settings={"seeds": list(p["synth_seeds"]),
+                                                    "settings": list(p["synth_settings"]),
+                                                    "sweep_scale": p["sweep_scale"]})
+    return [*enc, syn]
+
+
+def offline_job(settings: dict[str, Any], seed: int, deps: dict) -> dict[str, Any]:
+    """Runner job: train (or reuse) one offline pair (:func:`run_offline_seed`) and return its metrics
+    (:func:`_offline_metrics`, JSON-ready; the embeddings stay in the worker)."""
+    raw = run_offline_seed(seed, settings["rho"], settings["epochs"], settings["ck_dir"], settings["data_path"],
+                           settings["device"], settings["control_images"], threads=None, quiet=True)
+    return _offline_metrics(raw)
+
+
+def synthetic_job(settings: dict[str, Any], seed: int | None, deps: dict) -> dict[str, Any]:
+    """Runner job: the synthetic paper-model (:func:`synthetic_results`); an undefined cosine (NaN: a zero
+    oracle translation) is recorded as ``None`` and read back as NaN."""
+    from iclr25.core.runner import nan_to_none
+
+    return nan_to_none(synthetic_results(tuple(settings["seeds"]), tuple(settings["settings"]),
+                                         settings["sweep_scale"]))
+
+
+def claims_from_records(records: dict[str, Any], p: dict[str, Any], out: Path, quick: bool, device: str,
+                        data: Path | str, workers: int | None = None, worker_threads: int | None = None,
+                        runner: dict[str, Any] | None = None) -> list[Claim]:
+    """The claims (and ``metrics.json``, ``tables.md``) from the jobs' records: no training."""
+    from iclr25.core.runner import none_to_nan
+
     from .offline_pair import PairConfig
 
-    meta = {"quick": quick, "preset": p, "device": dev, "workers": workers, "worker_threads": worker_threads,
+    off = [records[_offline_name(rho, s)] for rho in p["rhos"] for s in p["encoder_seeds"]]
+    syn = none_to_nan(records["synthetic"])
+    claims = _claims(off, syn, p)
+    job_wall = (runner or {}).get("job_wall_seconds", {})
+    meta = {"quick": quick, "preset": p, "device": device, "workers": workers, "worker_threads": worker_threads,
             "data": str(data),
             "pair_config": {k: v for k, v in asdict(PairConfig()).items() if k not in ("seed", "rho", "epochs")},
-            "seconds": {"offline_pair": t_off, "synthetic": t_syn}, "offline_pair": off, "synthetic": syn}
+            "seconds": {"offline_pair": sum(v for k, v in job_wall.items() if k.startswith("offline_")),
+                        "synthetic": job_wall.get("synthetic")},
+            "runner": runner, "offline_pair": off, "synthetic": syn}
     (out / "metrics.json").write_text(json.dumps(meta, indent=1, default=_json))
     (out / "tables.md").write_text(_tables(off, syn, p, quick))
     return claims
