@@ -351,3 +351,20 @@ def test_nan_to_none_round_trip():
     back = none_to_nan(json.loads(json.dumps(out)))
     assert back["b"][0] == 1.0 and back["b"][1] != back["b"][1] and back["c"] == {"d": 3}
     assert nan_to_none(float("inf")) == float("inf")          # an inf is not "undefined": the runner refuses it
+
+
+def _needs_missing_module(settings, seed, deps):
+    import iclr25_no_such_module_xyz  # noqa: F401
+
+    return {}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_missing_module_in_a_job_stays_a_module_not_found_error(tmp_path, workers):
+    """A job whose extra is not installed: the failure is still a ModuleNotFoundError naming the module (so
+    run_cli names the extra in one line), and a JobFailed naming the job."""
+    from iclr25.core.runner import Job, JobFailed, run_jobs
+
+    with pytest.raises(ModuleNotFoundError) as e:
+        run_jobs([Job("a", _needs_missing_module, 0, {})], tmp_path, workers=workers)
+    assert e.value.name == "iclr25_no_such_module_xyz" and isinstance(e.value, JobFailed) and e.value.job == "a"

@@ -81,8 +81,8 @@ from typing import Any
 
 from .checkpoint import atomic_write_json
 
-__all__ = ["Job", "RunResult", "JobFailed", "RunInterrupted", "run_jobs", "load_records", "default_workers",
-           "nan_to_none", "none_to_nan", "RECORDS_DIR", "SETTINGS_FILE"]
+__all__ = ["Job", "RunResult", "JobFailed", "JobMissingModule", "RunInterrupted", "run_jobs", "load_records",
+           "default_workers", "nan_to_none", "none_to_nan", "RECORDS_DIR", "SETTINGS_FILE"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,23 @@ class JobFailed(RuntimeError):
         self.job = job
         self.summary = summary
         self.worker_traceback = worker_traceback
+
+
+class JobMissingModule(ModuleNotFoundError, JobFailed):
+    """A job failed because a module (an optional extra) is not installed: a :class:`JobFailed` that is
+    also a ``ModuleNotFoundError`` carrying the module's ``name``, so a CLI can name the extra in one line
+    (:mod:`iclr25.core.extras`)."""
+
+    def __init__(self, job: str, summary: str, worker_traceback: str = "", *, module: str | None = None) -> None:
+        JobFailed.__init__(self, job, summary, worker_traceback)
+        self.name = module
+        self.msg = summary
+
+
+def _failed(job: str, summary: str, tb: str, module: str | None) -> JobFailed:
+    if module:
+        return JobMissingModule(job, summary, tb, module=module)
+    return JobFailed(job, summary, tb)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -377,7 +394,8 @@ def _worker_main(conn: Any, parent_pid: int, level: int, threads: int | None) ->
             text, cpu, wall = _call(job, deps_records, threads)
             conn.send(("ok", job["name"], text, cpu, wall))
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent, named
-            conn.send(("error", job["name"], f"{type(e).__name__}: {e}", traceback.format_exc()))
+            missing = e.name if isinstance(e, ModuleNotFoundError) else None
+            conn.send(("error", job["name"], f"{type(e).__name__}: {e}", traceback.format_exc(), missing))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,7 +579,8 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
     except KeyboardInterrupt:
         raise RunInterrupted(left()) from None
     except JobFailed as e:
-        raise JobFailed(e.job, f"{e.summary} ({left()})", e.worker_traceback) from None
+        raise _failed(e.job, f"{e.summary} ({left()})", e.worker_traceback,
+                      e.name if isinstance(e, JobMissingModule) else None) from None
     finally:
         bar.close()
         if in_main:
@@ -603,7 +622,8 @@ def _run_here(todo: list[Job], records: dict[str, Any], threads: int | None, fin
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001 - named and re-raised
-            raise JobFailed(j.name, f"job {j.name!r} failed: {type(e).__name__}: {e}", traceback.format_exc()) from e
+            raise _failed(j.name, f"job {j.name!r} failed: {type(e).__name__}: {e}", traceback.format_exc(),
+                          e.name if isinstance(e, ModuleNotFoundError) else None) from e
         finish(j, text, cpu, wall)
 
 
@@ -664,8 +684,8 @@ def _run_pool(todo: list[Job], records: dict[str, Any], n_workers: int, threads:
                         _, _name, text, cpu, wall = msg
                         finish(j, text, cpu, wall)
                     else:
-                        _, _name, summary, tb = msg
-                        raise JobFailed(j.name, f"job {j.name!r} failed in its worker: {summary}", tb)
+                        _, _name, summary, tb, missing = msg
+                        raise _failed(j.name, f"job {j.name!r} failed in its worker: {summary}", tb, missing)
                 elif procs[i].sentinel in ready_objs:
                     procs[i].join(1.0)
                     raise JobFailed(j.name, f"job {j.name!r} failed: its worker died (exit code "
