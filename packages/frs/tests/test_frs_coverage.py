@@ -210,3 +210,33 @@ def test_votes_of_a_text_do_not_depend_on_the_other_texts_of_the_call():
     together = clf.predict_many(texts, indices=[10, 11, 12])
     alone = [clf.predict_many([t], indices=[i])[0] for t, i in zip(texts, [10, 11, 12])]
     assert [v.counts.tolist() for v in together] == [v.counts.tolist() for v in alone]
+
+
+def test_certify_resume_refuses_an_edited_data_file_or_a_model_retrained_in_place(tmp_path, tiny_tsv, capsys):
+    """--resume compared the model and the data by path only: relabelled data or a model retrained into the same
+    folder were resumed silently, mixing certificates of two models / datasets."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    data = tmp_path / "d.tsv"
+    data.write_text(tiny_tsv.read_text())
+    args = _cert_args(tmp_path / "m", data, tmp_path / "r")
+    assert main([*args, "--n", "4"]) == 0
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[0]] + [ln[:-1] + str(1 - int(ln[-1])) for ln in lines[1:]]) + "\n")
+    capsys.readouterr()
+    assert main([*args, "--n", "8", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "data_sha256" in err and "model_fingerprint" not in err and "Traceback" not in err
+    data.write_text(tiny_tsv.read_text())
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=1).save(tmp_path / "m")
+    assert main([*args, "--n", "8", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "model_fingerprint" in err and "data_sha256" not in err
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    assert main([*args, "--n", "8", "--resume"]) == 0  # the same model and data again: --n may still be extended
+    assert len(_read(tmp_path / "r" / "certificates.jsonl")) == 8

@@ -294,6 +294,8 @@ def merge_shards(out: Path, num: int) -> Path:
 
 #: certify flags that may change between a run and its --resume (they do not change a certificate)
 _RESUMABLE = {"out", "device", "threads", "quiet", "resume", "chunk", "n"}
+#: content digests in certify_settings.json (absent from runs written before they were added)
+_CONTENT_KEYS = {"model_fingerprint", "data_sha256"}
 
 
 def _certify_settings(cfg: CertifyConfig) -> dict:
@@ -304,6 +306,27 @@ def _certify_settings(cfg: CertifyConfig) -> dict:
         return list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
 
     return {f.name: js(getattr(cfg, f.name)) for f in fields(cfg) if f.name not in _RESUMABLE}
+
+
+def _model_fingerprint(spec: str) -> str:
+    """A digest of a model folder's files (names, sizes, and their first and last MiB), so that a model
+    retrained into the same folder is not taken for the one the certificates came from; a hub id or
+    ``minilm`` is its own fingerprint."""
+    import hashlib
+
+    p = Path(spec)
+    if not p.is_dir():
+        return spec
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(p).as_posix()}\x1f{size}\n".encode())
+        with f.open("rb") as fh:
+            h.update(fh.read(1 << 20))
+            if size > 2 << 20:
+                fh.seek(-(1 << 20), 2)
+                h.update(fh.read())
+    return h.hexdigest()
 
 
 def _certify(cfg: CertifyConfig) -> int:
@@ -327,14 +350,20 @@ def _certify(cfg: CertifyConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
     done = set()
-    settings = _certify_settings(cfg)
+    from .bmps import _data_digest
+
+    # the model and the data by content, not only by path: a model retrained into the same folder or an
+    # edited data file must not be resumed into certificates of the old ones
+    settings = {**_certify_settings(cfg), "model_fingerprint": _model_fingerprint(cfg.model),
+                "data_sha256": _data_digest([[t] for t in ds.texts], ds.labels)}
     spath = out / "certify_settings.json"
     if path.is_file():
         if not cfg.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
         if spath.is_file():
             old = json.loads(spath.read_text())
-            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
+                          and not (k in _CONTENT_KEYS and k not in old))  # runs written before the digests
             if diff:
                 raise ValueError("--resume: the settings differ from those of the certificates in "
                                  f"{path}: " + ", ".join(f"{k} (was {old.get(k)!r}, now {settings.get(k)!r})"
