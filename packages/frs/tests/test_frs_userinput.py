@@ -231,3 +231,18 @@ def test_model_of_another_vocabulary_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"vocab.json has {len(big.vocab)} tokens" in err and f"vocabulary of {len(clf.vocab)}" in err
+
+
+def test_integer_label_outside_the_model_classes_names_only_that_index(tmp_path):
+    """Integer labels {0, 5} against a 2-class model named neg/pos: the error listed '0' as an unknown class name
+    too, although 0 is a valid class index."""
+    clf, _, _ = _tiny()
+    clf.label_names = ["neg", "pos"]
+    ds = load_dataset(str(_write(tmp_path / "i.jsonl", '{"text": "good film", "label": 5}\n'
+                                 '{"text": "bad film", "label": 0}\n')))
+    with pytest.raises(ValueError, match=r"class index\(es\) 5 outside the model's 2 classes 0\.\.1") as e:
+        _align_labels(ds, clf, declared=False)
+    assert "'0'" not in str(e.value)
+    # in range: kept as class indices
+    ds = load_dataset(str(_write(tmp_path / "j.jsonl", '{"text": "good film", "label": 1}\n')))
+    assert _align_labels(ds, clf, declared=False).labels == [1]

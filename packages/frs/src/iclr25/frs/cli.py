@@ -198,8 +198,12 @@ def _align_labels(ds, model, *, declared: bool, source: str = "the data"):
     names = [str(x) for x in getattr(model, "label_names", None) or []]
     if declared or not names or ds.label_names == names[:len(ds.label_names)]:
         return ds
-    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and len(ds.label_names) <= len(names):
-        return ds  # integer class indices
+    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and not set(ds.label_names) <= set(names):
+        if len(ds.label_names) <= len(names):
+            return ds  # integer class indices
+        bad = sorted({y for y in ds.labels if y >= len(names)})
+        raise ValueError(f"{source}: class index(es) {', '.join(map(str, bad))} outside the model's {len(names)} "
+                         f"classes 0..{len(names) - 1} ({names})")
     unknown = sorted(set(ds.label_names[y] for y in ds.labels) - set(names))
     if unknown:
         raise ValueError(f"{source}: label(s) {', '.join(map(repr, unknown))} are not among the model's class names "
