@@ -240,3 +240,25 @@ def test_certify_resume_refuses_an_edited_data_file_or_a_model_retrained_in_plac
     TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
     assert main([*args, "--n", "8", "--resume"]) == 0  # the same model and data again: --n may still be extended
     assert len(_read(tmp_path / "r" / "certificates.jsonl")) == 8
+
+
+def test_grid_design_says_what_it_certifies_and_the_few_votes_warning_is_printed_once(tmp_path, tiny_tsv, capsys):
+    """The grid design's results.json said only ``vote_design: grid``; and the few-votes warning came twice (a raw
+    Python warning with a source line on stderr, even with --quiet, then ``warning: ...``)."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    capsys.readouterr()
+    assert main(_cert_args(tmp_path / "m", tiny_tsv, tmp_path / "g", "--vote-design", "grid", "--n", "3")) == 0
+    cap = capsys.readouterr()
+    assert "Warning:" not in cap.err and "check_num_votes" not in cap.err
+    assert cap.out.count("EVERY text abstains") == 1
+    res = json.loads((tmp_path / "g" / "results.json").read_text())
+    assert res["smoothing"]["certifies"].startswith("grid: the majority of the K = 3 copies")
+    assert "N = n = 3" in res["smoothing"]["certifies"]
+    clf = FRSClassifier(KnownModel(THRESHOLDS), _copies(5), randomization="uniform", w_mid=0.5, n_random=6)
+    assert clf.describe()["certifies"].startswith("iid: a copy drawn uniformly from K = 5")

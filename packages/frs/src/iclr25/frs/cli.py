@@ -91,9 +91,15 @@ def _copies_and_arm(cfg, model, sigma0_model=None):
             raise ValueError(f"defense {cfg.defense!r} needs a torch model for BMPS copies; this model has no "
                              "parameters to perturb (use --defense ftr-only)")
         copies = sample_parameter_copies(model, k=cfg.k, sigma=sigma, top_layers=top, seed=cfg.seed)
-    clf = make_arm(cfg.defense, model, copies, w_high=cfg.w_high, w_mid=cfg.w_mid, n_random=cfg.n_random,
-                   iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha,
-                   vote_design=cfg.vote_design, seed=cfg.seed)
+    import warnings
+
+    from .bounds import FewVotesWarning
+
+    with warnings.catch_warnings():  # kept in clf.warnings; the commands print them once, as "warning: ..."
+        warnings.simplefilter("ignore", FewVotesWarning)
+        clf = make_arm(cfg.defense, model, copies, w_high=cfg.w_high, w_mid=cfg.w_mid, n_random=cfg.n_random,
+                       iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha,
+                       vote_design=cfg.vote_design, seed=cfg.seed)
     return clf, {"sigma": sigma, "top_layers": top, "k": cfg.k}
 
 
