@@ -246,3 +246,37 @@ def test_integer_label_outside_the_model_classes_names_only_that_index(tmp_path)
     # in range: kept as class indices
     ds = load_dataset(str(_write(tmp_path / "j.jsonl", '{"text": "good film", "label": 1}\n')))
     assert _align_labels(ds, clf, declared=False).labels == [1]
+
+
+def test_labels_in_another_order_than_the_model_classes_is_an_error(tmp_path):
+    """``--labels positive negative`` against a model whose classes are [negative, positive] flipped every true label
+    silently (certificates' ``correct`` inverted)."""
+    clf, _, _ = _tiny()
+    clf.label_names = ["negative", "positive"]
+    path = _write(tmp_path / "d.tsv", "sentence\tlabel\ngood film\tpositive\nbad film\tnegative\n")
+    ds = load_dataset(str(path), labels=["positive", "negative"])
+    with pytest.raises(ValueError, match=r"'positive' is class 0 in --labels but class 1 of the model"):
+        _align_labels(ds, clf, declared=True)
+    ok = _align_labels(load_dataset(str(path), labels=["negative", "positive"]), clf, declared=True)
+    assert ok.labels == [1, 0]
+    # other names declared positionally (the documented use of --labels) stay valid
+    ds = load_dataset(str(_write(tmp_path / "e.tsv", "sentence\tlabel\ngood\tpos\nbad\tneg\n")), labels=["neg", "pos"])
+    assert _align_labels(ds, clf, declared=True).labels == [1, 0]
+
+
+@pytest.mark.parametrize("body,msg", [
+    ('{"text": "good", "label": null}\n', r"field 'label' must be a class name \(string\) or a class index \(integer\)"),
+    ('{"text": "good", "label": true}\n', r"must be a class name"),
+    ('{"text": "good", "label": 1.5}\n', r"got 1\.5"),
+    ('{"text": "good", "label": ""}\n', r"\.jsonl:2: empty label"),
+])
+def test_null_empty_or_non_class_jsonl_labels_are_errors_not_classes(tmp_path, body, msg):
+    """A null label became a class named 'None' and an empty one a class named '' (silently, also for training)."""
+    with pytest.raises(ValueError, match=msg):
+        load_dataset(str(_write(tmp_path / "d.jsonl", '{"text": "bad", "label": "neg"}\n' + body)))
+
+
+def test_empty_tsv_label_cell_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"d\.tsv:2: empty label"):
+        load_dataset(str(_write(tmp_path / "d.tsv", "sentence\tlabel\ngood\t\nbad\tneg\n")))
+    assert load_dataset(str(_write(tmp_path / "f.jsonl", '{"text": "good", "label": 1.0}\n'))).labels == [1]

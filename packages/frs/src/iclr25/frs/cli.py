@@ -202,6 +202,12 @@ def _align_labels(ds, model, *, declared: bool, source: str = "the data"):
             sorted order, silently); the message names the unknown labels and the fix.
     """
     names = [str(x) for x in getattr(model, "label_names", None) or []]
+    if declared and names:  # --labels naming the model's classes in another order would flip them silently
+        clash = [f"{n!r} is class {i} in --labels but class {names.index(n)} of the model"
+                 for i, n in enumerate(ds.label_names) if n in names and names.index(n) != i]
+        if clash:
+            raise ValueError(f"{source}: --labels {' '.join(ds.label_names)} contradicts the model's class names "
+                             f"{names}: {'; '.join(clash)}; give them in the model's order (or drop --labels)")
     if declared or not names or ds.label_names == names[:len(ds.label_names)]:
         return ds
     if ds.label_names == [str(i) for i in range(len(ds.label_names))] and not set(ds.label_names) <= set(names):

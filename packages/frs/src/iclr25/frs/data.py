@@ -88,6 +88,9 @@ def normalize_agnews(text: str) -> str:
 
 
 def _map_labels(raw: list[str], where: list[str], declared: Sequence[str] | None) -> tuple[list[int], list[str]]:
+    for r, w in zip(raw, where):
+        if not r.strip():  # an empty label cell would otherwise become a class named ''
+            raise ValueError(f"{w}: empty label")
     if declared is not None:
         names = [str(x) for x in declared]
         if len(set(names)) != len(names):
@@ -247,8 +250,12 @@ def load_jsonl(path: str | Path, *, text_field: str = "text", label_field: str =
         t = rec[text_field]
         if not isinstance(t, str):
             raise ValueError(f"{p}:{ln}: field {text_field!r} must be a string, got {type(t).__name__}")
+        lab = rec[label_field]
+        if lab is None or isinstance(lab, (bool, list, dict)) or (isinstance(lab, float) and not lab.is_integer()):
+            raise ValueError(f"{p}:{ln}: field {label_field!r} must be a class name (string) or a class index "
+                             f"(integer), got {json.dumps(lab)}")
         texts.append(" ".join(t.split()))
-        raw.append(str(rec[label_field]))
+        raw.append(str(int(lab)) if isinstance(lab, float) else str(lab))
         where.append(f"{p}:{ln}")
     if not texts:
         raise ValueError(f"{p}: no records")
