@@ -280,3 +280,13 @@ def test_empty_tsv_label_cell_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"d\.tsv:2: empty label"):
         load_dataset(str(_write(tmp_path / "d.tsv", "sentence\tlabel\ngood\t\nbad\tneg\n")))
     assert load_dataset(str(_write(tmp_path / "f.jsonl", '{"text": "good", "label": 1.0}\n'))).labels == [1]
+
+
+@pytest.mark.parametrize("name", ["d.tsv", "d.csv"])
+def test_non_utf8_table_names_the_file_and_line(tmp_path, name):
+    """A TSV / CSV with a non-UTF-8 byte gave "'utf-8' codec can't decode byte 0xff ..." without the file name."""
+    p = tmp_path / name
+    sep = "," if name.endswith("csv") else "\t"
+    p.write_bytes(f"sentence{sep}label\ngood{sep}pos\n".encode() + b"\xff bad" + f"{sep}neg\n".encode())
+    with pytest.raises(ValueError, match=rf"{name}:3: not UTF-8"):
+        load_dataset(str(p))

@@ -168,7 +168,12 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
     if not p.is_file():
         raise FileNotFoundError(f"data file {p} does not exist")
     sep = delimiter or ("," if p.suffix.lower() == ".csv" else "\t")
-    raw_lines = p.read_text(encoding="utf-8").splitlines()
+    data = p.read_bytes()
+    try:
+        raw_lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        ln = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{p}:{ln}: not UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
     if sep == "\t":
         rows = []
         ncols = None
