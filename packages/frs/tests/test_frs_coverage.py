@@ -262,3 +262,24 @@ def test_grid_design_says_what_it_certifies_and_the_few_votes_warning_is_printed
     assert "N = n = 3" in res["smoothing"]["certifies"]
     clf = FRSClassifier(KnownModel(THRESHOLDS), _copies(5), randomization="uniform", w_mid=0.5, n_random=6)
     assert clf.describe()["certifies"].startswith("iid: a copy drawn uniformly from K = 5")
+
+
+def test_certify_records_inputs_truncated_to_the_model_max_len(tmp_path, tiny_tsv):
+    """A test text longer than the tiny encoder's max_len was truncated with a log line only: results.json said
+    nothing, while the certificate's L and radius count all of its tokens."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, max_len=16, seed=0).save(tmp_path / "m")
+    data = tmp_path / "long.tsv"
+    data.write_text("sentence\tlabel\n" + " ".join(["good"] * 40) + "\t1\nbad film\t0\n")
+    assert main(_cert_args(tmp_path / "m", data, tmp_path / "c")) == 0
+    res = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert any("truncated" in w for w in res["warnings"])
+    short = tmp_path / "short.tsv"
+    short.write_text("sentence\tlabel\ngood film\t1\nbad film\t0\n")
+    assert main(_cert_args(tmp_path / "m", short, tmp_path / "s")) == 0
+    assert not any("truncated" in w for w in json.loads((tmp_path / "s" / "results.json").read_text())["warnings"])

@@ -103,6 +103,15 @@ def _copies_and_arm(cfg, model, sigma0_model=None):
     return clf, {"sigma": sigma, "top_layers": top, "k": cfg.k}
 
 
+def _truncation_warning(model) -> list[str]:
+    """The model's count of truncated inputs as a warning for results.json (it was only logged)."""
+    n = int(getattr(model, "truncated", 0) or 0)
+    if not n:
+        return []
+    return [f"{n} model input(s) (texts, randomised variants, MCTS rollouts) were longer than the model's maximum "
+            "length and truncated: the model never saw their tail, while L and the radius count every token"]
+
+
 def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, default=float) + "\n")
@@ -258,6 +267,7 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     m, recs = evaluate_arm(clf, cx, cy, tx, ty, spans, target=cfg.target, alpha=cfg.alpha)
     write_jsonl(out / "predictions.jsonl", recs)
+    m["warnings"] = list(m["warnings"]) + _truncation_warning(model)
     res = {"defense": cfg.defense, **m, "copies": cinfo, "smoothing": clf.describe(), "token_unit": model.token_unit,
            "n_clean": len(cx), "n_triggered": len(tx), "label_names": ds.label_names}
     write_run_files(out, cfg, res)
@@ -409,6 +419,7 @@ def _certify(cfg: CertifyConfig) -> int:
                 recs.append(r)
             append_jsonl(path, recs)
     warns = sorted({str(w.message) for w in caught if issubclass(w.category, UserWarning)} | set(clf.warnings))
+    warns += _truncation_warning(model)
     if world > 1:
         (out / f"certificates.shard{rank}.done").write_text("done\n")
         if rank != 0:
