@@ -496,7 +496,8 @@ def _demo(cfg: DemoConfig) -> int:
           + (" (short-text rule)" if v.short_text else ""))
     print(f"votes    : {dict(zip(model.label_names, v.counts.tolist()))} of N = {v.num_votes} (K = {clf.k_effective} x n = "
           f"{clf.n_random}) -> {model.label_names[v.label]}, p_A = {v.p_a:.3f}, p_B = {v.p_b:.3f}")
-    print(f"bound    : Clopper-Pearson p_A >= {c.p_a_lower:.4f} (α = {cfg.alpha}) -> "
+    print(f"bound    : Clopper-Pearson p_A >= {c.p_a_lower:.4f} (at α/C = {cfg.alpha / clf.num_classes:g}: α = {cfg.alpha}, "
+          f"C = {clf.num_classes} classes) -> "
           + ("ABSTAIN (bound <= 1/2)" if c.abstain else
              f"radius {c.radius:.4f} of L = {c.radius_tokens:.2f} edited tokens (certified up to {c.certified_edits}), "
              f"conditional on the trigger lying in T(x'); unconditional (ω_L) {c.radius_unconditional:.4f}"))
