@@ -238,6 +238,12 @@ def test_certify_resume_refuses_an_edited_data_file_or_a_model_retrained_in_plac
     err = capsys.readouterr().err
     assert "model_fingerprint" in err and "data_sha256" not in err
     TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    settings = tmp_path / "r" / "certify_settings.json"
+    kept = settings.read_text()
+    settings.unlink()  # without the recorded settings nothing can be checked: refused, not rewritten
+    assert main([*args, "--seed", "9", "--n", "8", "--resume"]) == 2
+    assert "certify_settings.json is missing" in capsys.readouterr().err
+    settings.write_text(kept)
     assert main([*args, "--n", "8", "--resume"]) == 0  # the same model and data again: --n may still be extended
     assert len(_read(tmp_path / "r" / "certificates.jsonl")) == 8
 

@@ -386,6 +386,9 @@ def _certify(cfg: CertifyConfig) -> int:
     if path.is_file():
         if not cfg.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
+        if not spath.is_file():  # written before the first certificate: without it the settings cannot be checked
+            raise ValueError(f"--resume: {spath} is missing, so the settings of the certificates in {path} cannot be "
+                             "checked; resuming could mix certificates of two settings (use another --out)")
         if spath.is_file():
             old = json.loads(spath.read_text())
             diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
