@@ -210,3 +210,82 @@ def test_votes_of_a_text_do_not_depend_on_the_other_texts_of_the_call():
     together = clf.predict_many(texts, indices=[10, 11, 12])
     alone = [clf.predict_many([t], indices=[i])[0] for t, i in zip(texts, [10, 11, 12])]
     assert [v.counts.tolist() for v in together] == [v.counts.tolist() for v in alone]
+
+
+def test_certify_resume_refuses_an_edited_data_file_or_a_model_retrained_in_place(tmp_path, tiny_tsv, capsys):
+    """--resume compared the model and the data by path only: relabelled data or a model retrained into the same
+    folder were resumed silently, mixing certificates of two models / datasets."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    data = tmp_path / "d.tsv"
+    data.write_text(tiny_tsv.read_text())
+    args = _cert_args(tmp_path / "m", data, tmp_path / "r")
+    assert main([*args, "--n", "4"]) == 0
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[0]] + [ln[:-1] + str(1 - int(ln[-1])) for ln in lines[1:]]) + "\n")
+    capsys.readouterr()
+    assert main([*args, "--n", "8", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "data_sha256" in err and "model_fingerprint" not in err and "Traceback" not in err
+    data.write_text(tiny_tsv.read_text())
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=1).save(tmp_path / "m")
+    assert main([*args, "--n", "8", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "model_fingerprint" in err and "data_sha256" not in err
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    settings = tmp_path / "r" / "certify_settings.json"
+    kept = settings.read_text()
+    settings.unlink()  # without the recorded settings nothing can be checked: refused, not rewritten
+    assert main([*args, "--seed", "9", "--n", "8", "--resume"]) == 2
+    assert "certify_settings.json is missing" in capsys.readouterr().err
+    settings.write_text(kept)
+    assert main([*args, "--n", "8", "--resume"]) == 0  # the same model and data again: --n may still be extended
+    assert len(_read(tmp_path / "r" / "certificates.jsonl")) == 8
+
+
+def test_grid_design_says_what_it_certifies_and_the_few_votes_warning_is_printed_once(tmp_path, tiny_tsv, capsys):
+    """The grid design's results.json said only ``vote_design: grid``; and the few-votes warning came twice (a raw
+    Python warning with a source line on stderr, even with --quiet, then ``warning: ...``)."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, seed=0).save(tmp_path / "m")
+    capsys.readouterr()
+    assert main(_cert_args(tmp_path / "m", tiny_tsv, tmp_path / "g", "--vote-design", "grid", "--n", "3")) == 0
+    cap = capsys.readouterr()
+    assert "Warning:" not in cap.err and "check_num_votes" not in cap.err
+    assert cap.out.count("EVERY text abstains") == 1
+    res = json.loads((tmp_path / "g" / "results.json").read_text())
+    assert res["smoothing"]["certifies"].startswith("grid: the majority of the K = 3 copies")
+    assert "N = n = 3" in res["smoothing"]["certifies"]
+    clf = FRSClassifier(KnownModel(THRESHOLDS), _copies(5), randomization="uniform", w_mid=0.5, n_random=6)
+    assert clf.describe()["certifies"].startswith("iid: a copy drawn uniformly from K = 5")
+
+
+def test_certify_records_inputs_truncated_to_the_model_max_len(tmp_path, tiny_tsv):
+    """A test text longer than the tiny encoder's max_len was truncated with a log line only: results.json said
+    nothing, while the certificate's L and radius count all of its tokens."""
+    from iclr25.frs.cli import main
+    from iclr25.frs.data import load_dataset
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    ds = load_dataset(str(tiny_tsv))
+    vocab = Vocab.build([t.split() for t in ds.texts], min_count=1)
+    TinyClassifier.create(vocab, 2, d_model=8, n_heads=2, d_ff=8, max_len=16, seed=0).save(tmp_path / "m")
+    data = tmp_path / "long.tsv"
+    data.write_text("sentence\tlabel\n" + " ".join(["good"] * 40) + "\t1\nbad film\t0\n")
+    assert main(_cert_args(tmp_path / "m", data, tmp_path / "c")) == 0
+    res = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert any("truncated" in w for w in res["warnings"])
+    short = tmp_path / "short.tsv"
+    short.write_text("sentence\tlabel\ngood film\t1\nbad film\t0\n")
+    assert main(_cert_args(tmp_path / "m", short, tmp_path / "s")) == 0
+    assert not any("truncated" in w for w in json.loads((tmp_path / "s" / "results.json").read_text())["warnings"])

@@ -231,3 +231,62 @@ def test_model_of_another_vocabulary_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"vocab.json has {len(big.vocab)} tokens" in err and f"vocabulary of {len(clf.vocab)}" in err
+
+
+def test_integer_label_outside_the_model_classes_names_only_that_index(tmp_path):
+    """Integer labels {0, 5} against a 2-class model named neg/pos: the error listed '0' as an unknown class name
+    too, although 0 is a valid class index."""
+    clf, _, _ = _tiny()
+    clf.label_names = ["neg", "pos"]
+    ds = load_dataset(str(_write(tmp_path / "i.jsonl", '{"text": "good film", "label": 5}\n'
+                                 '{"text": "bad film", "label": 0}\n')))
+    with pytest.raises(ValueError, match=r"class index\(es\) 5 outside the model's 2 classes 0\.\.1") as e:
+        _align_labels(ds, clf, declared=False)
+    assert "'0'" not in str(e.value)
+    # in range: kept as class indices
+    ds = load_dataset(str(_write(tmp_path / "j.jsonl", '{"text": "good film", "label": 1}\n')))
+    assert _align_labels(ds, clf, declared=False).labels == [1]
+
+
+def test_labels_in_another_order_than_the_model_classes_is_an_error(tmp_path):
+    """``--labels positive negative`` against a model whose classes are [negative, positive] flipped every true label
+    silently (certificates' ``correct`` inverted)."""
+    clf, _, _ = _tiny()
+    clf.label_names = ["negative", "positive"]
+    path = _write(tmp_path / "d.tsv", "sentence\tlabel\ngood film\tpositive\nbad film\tnegative\n")
+    ds = load_dataset(str(path), labels=["positive", "negative"])
+    with pytest.raises(ValueError, match=r"'positive' is class 0 in --labels but class 1 of the model"):
+        _align_labels(ds, clf, declared=True)
+    ok = _align_labels(load_dataset(str(path), labels=["negative", "positive"]), clf, declared=True)
+    assert ok.labels == [1, 0]
+    # other names declared positionally (the documented use of --labels) stay valid
+    ds = load_dataset(str(_write(tmp_path / "e.tsv", "sentence\tlabel\ngood\tpos\nbad\tneg\n")), labels=["neg", "pos"])
+    assert _align_labels(ds, clf, declared=True).labels == [1, 0]
+
+
+@pytest.mark.parametrize("body,msg", [
+    ('{"text": "good", "label": null}\n', r"field 'label' must be a class name \(string\) or a class index \(integer\)"),
+    ('{"text": "good", "label": true}\n', r"must be a class name"),
+    ('{"text": "good", "label": 1.5}\n', r"got 1\.5"),
+    ('{"text": "good", "label": ""}\n', r"\.jsonl:2: empty label"),
+])
+def test_null_empty_or_non_class_jsonl_labels_are_errors_not_classes(tmp_path, body, msg):
+    """A null label became a class named 'None' and an empty one a class named '' (silently, also for training)."""
+    with pytest.raises(ValueError, match=msg):
+        load_dataset(str(_write(tmp_path / "d.jsonl", '{"text": "bad", "label": "neg"}\n' + body)))
+
+
+def test_empty_tsv_label_cell_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"d\.tsv:2: empty label"):
+        load_dataset(str(_write(tmp_path / "d.tsv", "sentence\tlabel\ngood\t\nbad\tneg\n")))
+    assert load_dataset(str(_write(tmp_path / "f.jsonl", '{"text": "good", "label": 1.0}\n'))).labels == [1]
+
+
+@pytest.mark.parametrize("name", ["d.tsv", "d.csv"])
+def test_non_utf8_table_names_the_file_and_line(tmp_path, name):
+    """A TSV / CSV with a non-UTF-8 byte gave "'utf-8' codec can't decode byte 0xff ..." without the file name."""
+    p = tmp_path / name
+    sep = "," if name.endswith("csv") else "\t"
+    p.write_bytes(f"sentence{sep}label\ngood{sep}pos\n".encode() + b"\xff bad" + f"{sep}neg\n".encode())
+    with pytest.raises(ValueError, match=rf"{name}:3: not UTF-8"):
+        load_dataset(str(p))

@@ -91,10 +91,25 @@ def _copies_and_arm(cfg, model, sigma0_model=None):
             raise ValueError(f"defense {cfg.defense!r} needs a torch model for BMPS copies; this model has no "
                              "parameters to perturb (use --defense ftr-only)")
         copies = sample_parameter_copies(model, k=cfg.k, sigma=sigma, top_layers=top, seed=cfg.seed)
-    clf = make_arm(cfg.defense, model, copies, w_high=cfg.w_high, w_mid=cfg.w_mid, n_random=cfg.n_random,
-                   iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha,
-                   vote_design=cfg.vote_design, seed=cfg.seed)
+    import warnings
+
+    from .bounds import FewVotesWarning
+
+    with warnings.catch_warnings():  # kept in clf.warnings; the commands print them once, as "warning: ..."
+        warnings.simplefilter("ignore", FewVotesWarning)
+        clf = make_arm(cfg.defense, model, copies, w_high=cfg.w_high, w_mid=cfg.w_mid, n_random=cfg.n_random,
+                       iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha,
+                       vote_design=cfg.vote_design, seed=cfg.seed)
     return clf, {"sigma": sigma, "top_layers": top, "k": cfg.k}
+
+
+def _truncation_warning(model) -> list[str]:
+    """The model's count of truncated inputs as a warning for results.json (it was only logged)."""
+    n = int(getattr(model, "truncated", 0) or 0)
+    if not n:
+        return []
+    return [f"{n} model input(s) (texts, randomised variants, MCTS rollouts) were longer than the model's maximum "
+            "length and truncated: the model never saw their tail, while L and the radius count every token"]
 
 
 def _write_json(path: Path, obj) -> None:
@@ -196,10 +211,20 @@ def _align_labels(ds, model, *, declared: bool, source: str = "the data"):
             sorted order, silently); the message names the unknown labels and the fix.
     """
     names = [str(x) for x in getattr(model, "label_names", None) or []]
+    if declared and names:  # --labels naming the model's classes in another order would flip them silently
+        clash = [f"{n!r} is class {i} in --labels but class {names.index(n)} of the model"
+                 for i, n in enumerate(ds.label_names) if n in names and names.index(n) != i]
+        if clash:
+            raise ValueError(f"{source}: --labels {' '.join(ds.label_names)} contradicts the model's class names "
+                             f"{names}: {'; '.join(clash)}; give them in the model's order (or drop --labels)")
     if declared or not names or ds.label_names == names[:len(ds.label_names)]:
         return ds
-    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and len(ds.label_names) <= len(names):
-        return ds  # integer class indices
+    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and not set(ds.label_names) <= set(names):
+        if len(ds.label_names) <= len(names):
+            return ds  # integer class indices
+        bad = sorted({y for y in ds.labels if y >= len(names)})
+        raise ValueError(f"{source}: class index(es) {', '.join(map(str, bad))} outside the model's {len(names)} "
+                         f"classes 0..{len(names) - 1} ({names})")
     unknown = sorted(set(ds.label_names[y] for y in ds.labels) - set(names))
     if unknown:
         raise ValueError(f"{source}: label(s) {', '.join(map(repr, unknown))} are not among the model's class names "
@@ -242,6 +267,7 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     m, recs = evaluate_arm(clf, cx, cy, tx, ty, spans, target=cfg.target, alpha=cfg.alpha)
     write_jsonl(out / "predictions.jsonl", recs)
+    m["warnings"] = list(m["warnings"]) + _truncation_warning(model)
     res = {"defense": cfg.defense, **m, "copies": cinfo, "smoothing": clf.describe(), "token_unit": model.token_unit,
            "n_clean": len(cx), "n_triggered": len(tx), "label_names": ds.label_names}
     write_run_files(out, cfg, res)
@@ -294,6 +320,8 @@ def merge_shards(out: Path, num: int) -> Path:
 
 #: certify flags that may change between a run and its --resume (they do not change a certificate)
 _RESUMABLE = {"out", "device", "threads", "quiet", "resume", "chunk", "n"}
+#: content digests in certify_settings.json (absent from runs written before they were added)
+_CONTENT_KEYS = {"model_fingerprint", "data_sha256"}
 
 
 def _certify_settings(cfg: CertifyConfig) -> dict:
@@ -304,6 +332,27 @@ def _certify_settings(cfg: CertifyConfig) -> dict:
         return list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
 
     return {f.name: js(getattr(cfg, f.name)) for f in fields(cfg) if f.name not in _RESUMABLE}
+
+
+def _model_fingerprint(spec: str) -> str:
+    """A digest of a model folder's files (names, sizes, and their first and last MiB), so that a model
+    retrained into the same folder is not taken for the one the certificates came from; a hub id or
+    ``minilm`` is its own fingerprint."""
+    import hashlib
+
+    p = Path(spec)
+    if not p.is_dir():
+        return spec
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(p).as_posix()}\x1f{size}\n".encode())
+        with f.open("rb") as fh:
+            h.update(fh.read(1 << 20))
+            if size > 2 << 20:
+                fh.seek(-(1 << 20), 2)
+                h.update(fh.read())
+    return h.hexdigest()
 
 
 def _certify(cfg: CertifyConfig) -> int:
@@ -327,14 +376,23 @@ def _certify(cfg: CertifyConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
     done = set()
-    settings = _certify_settings(cfg)
+    from .bmps import _data_digest
+
+    # the model and the data by content, not only by path: a model retrained into the same folder or an
+    # edited data file must not be resumed into certificates of the old ones
+    settings = {**_certify_settings(cfg), "model_fingerprint": _model_fingerprint(cfg.model),
+                "data_sha256": _data_digest([[t] for t in ds.texts], ds.labels)}
     spath = out / "certify_settings.json"
     if path.is_file():
         if not cfg.resume:
             raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
+        if not spath.is_file():  # written before the first certificate: without it the settings cannot be checked
+            raise ValueError(f"--resume: {spath} is missing, so the settings of the certificates in {path} cannot be "
+                             "checked; resuming could mix certificates of two settings (use another --out)")
         if spath.is_file():
             old = json.loads(spath.read_text())
-            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
+                          and not (k in _CONTENT_KEYS and k not in old))  # runs written before the digests
             if diff:
                 raise ValueError("--resume: the settings differ from those of the certificates in "
                                  f"{path}: " + ", ".join(f"{k} (was {old.get(k)!r}, now {settings.get(k)!r})"
@@ -364,6 +422,7 @@ def _certify(cfg: CertifyConfig) -> int:
                 recs.append(r)
             append_jsonl(path, recs)
     warns = sorted({str(w.message) for w in caught if issubclass(w.category, UserWarning)} | set(clf.warnings))
+    warns += _truncation_warning(model)
     if world > 1:
         (out / f"certificates.shard{rank}.done").write_text("done\n")
         if rank != 0:
@@ -440,7 +499,8 @@ def _demo(cfg: DemoConfig) -> int:
           + (" (short-text rule)" if v.short_text else ""))
     print(f"votes    : {dict(zip(model.label_names, v.counts.tolist()))} of N = {v.num_votes} (K = {clf.k_effective} x n = "
           f"{clf.n_random}) -> {model.label_names[v.label]}, p_A = {v.p_a:.3f}, p_B = {v.p_b:.3f}")
-    print(f"bound    : Clopper-Pearson p_A >= {c.p_a_lower:.4f} (α = {cfg.alpha}) -> "
+    print(f"bound    : Clopper-Pearson p_A >= {c.p_a_lower:.4f} (at α/C = {cfg.alpha / clf.num_classes:g}: α = {cfg.alpha}, "
+          f"C = {clf.num_classes} classes) -> "
           + ("ABSTAIN (bound <= 1/2)" if c.abstain else
              f"radius {c.radius:.4f} of L = {c.radius_tokens:.2f} edited tokens (certified up to {c.certified_edits}), "
              f"conditional on the trigger lying in T(x'); unconditional (ω_L) {c.radius_unconditional:.4f}"))

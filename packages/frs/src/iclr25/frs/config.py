@@ -87,8 +87,10 @@ class SmoothingOptions:
     alpha: float = 0.05
     """α: one-sided error of the Clopper-Pearson bound."""
     vote_design: Literal["iid", "grid"] = "iid"
-    """iid: N = K*n independent votes, each a fresh randomised text and a copy drawn uniformly (valid certificate);
-    grid: every copy votes on each of n randomised texts, each text counts once with its copies' majority (N = n)."""
+    """iid: N = K*n independent votes, each a fresh randomised text and a copy drawn uniformly (certifies the
+    smoothed mixture of the copies); grid: every copy votes on each of n randomised texts, each text counts once
+    with its copies' majority (N = n: certifies another classifier, the smoothed K-copy majority; K*n model calls
+    for n votes). Both are valid certificates; the K*n grid votes are never counted as K*n trials."""
 
     def _check_smoothing(self) -> None:
         for f in ("k", "n_random", "iterations", "max_span"):

@@ -88,6 +88,9 @@ def normalize_agnews(text: str) -> str:
 
 
 def _map_labels(raw: list[str], where: list[str], declared: Sequence[str] | None) -> tuple[list[int], list[str]]:
+    for r, w in zip(raw, where):
+        if not r.strip():  # an empty label cell would otherwise become a class named ''
+            raise ValueError(f"{w}: empty label")
     if declared is not None:
         names = [str(x) for x in declared]
         if len(set(names)) != len(names):
@@ -165,7 +168,12 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
     if not p.is_file():
         raise FileNotFoundError(f"data file {p} does not exist")
     sep = delimiter or ("," if p.suffix.lower() == ".csv" else "\t")
-    raw_lines = p.read_text(encoding="utf-8").splitlines()
+    data = p.read_bytes()
+    try:
+        raw_lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        ln = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{p}:{ln}: not UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
     if sep == "\t":
         rows = []
         ncols = None
@@ -247,8 +255,12 @@ def load_jsonl(path: str | Path, *, text_field: str = "text", label_field: str =
         t = rec[text_field]
         if not isinstance(t, str):
             raise ValueError(f"{p}:{ln}: field {text_field!r} must be a string, got {type(t).__name__}")
+        lab = rec[label_field]
+        if lab is None or isinstance(lab, (bool, list, dict)) or (isinstance(lab, float) and not lab.is_integer()):
+            raise ValueError(f"{p}:{ln}: field {label_field!r} must be a class name (string) or a class index "
+                             f"(integer), got {json.dumps(lab)}")
         texts.append(" ".join(t.split()))
-        raw.append(str(rec[label_field]))
+        raw.append(str(int(lab)) if isinstance(lab, float) else str(lab))
         where.append(f"{p}:{ln}")
     if not texts:
         raise ValueError(f"{p}: no records")

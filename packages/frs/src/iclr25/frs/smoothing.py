@@ -256,12 +256,23 @@ class FRSClassifier:
         """Majority-vote labels ``int64[B]``."""
         return np.array([v.label for v in self.predict_many(texts)], dtype=np.int64)
 
+    @property
+    def certified_classifier(self) -> str:
+        """What the N votes are draws of, i.e. which smoothed classifier the certificate is about."""
+        if self.randomization == "none":
+            return "no text randomisation: no certificate"
+        if self.vote_design == "grid" and self.k_effective > 1:
+            return (f"grid: the majority of the K = {self.k_effective} copies on a randomised text; each of the "
+                    f"n = {self.n_random} texts counts once (N = n = {self.num_votes} votes)")
+        return (f"iid: a copy drawn uniformly from K = {self.k_effective} on a freshly randomised text per vote "
+                f"(N = K*n = {self.num_votes} independent votes)")
+
     def describe(self) -> dict:
         d = {"randomization": self.randomization, "w_high": self.w_high, "w_mid": self.w_mid,
              "n_random": self.n_random, "k": self.copies.k if self.copies is not None else 1,
              "k_effective": self.k_effective, "num_votes": self.num_votes, "alpha": self.alpha,
              "bound_alpha": self.alpha / self.num_classes,
-             "vote_design": self.vote_design, "sigma": self.copies.sigma if self.copies is not None else 0.0,
+             "vote_design": self.vote_design, "certifies": self.certified_classifier, "sigma": self.copies.sigma if self.copies is not None else 0.0,
              "top_layers": self.copies.top_layers if self.copies is not None else None}
         if self.fuzzer is not None:
             d.update(max_span=self.fuzzer.max_span, iterations=self.fuzzer.iterations, c=self.fuzzer.c)
