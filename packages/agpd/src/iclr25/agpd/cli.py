@@ -135,6 +135,11 @@ def cmd_detect(cfg: DetectConfig) -> int:
 
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
     m = _load(_model_file(cfg.model), "the trained model", "iclr25-agpd train", kind="model.pt")
+    lacks = [k for k in ("model", "num_classes", "in_channels") if not isinstance(m["meta"], dict) or k not in m["meta"]]
+    if lacks:
+        raise ValueError(f"{_model_file(cfg.model)} is not a model.pt written by 'iclr25-agpd train' (its meta lacks "
+                         f"{lacks}; a training checkpoint.pt?): give the model.pt or its folder, or finish the "
+                         "training with 'iclr25-agpd train ... --resume'")
     net = build_model(m["meta"]["model"], m["meta"]["num_classes"], m["meta"]["in_channels"])
     try:
         net.load_state_dict(m["model"])
