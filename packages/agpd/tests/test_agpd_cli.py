@@ -85,6 +85,7 @@ def test_bad_target_and_corrupt_files_are_clean_errors(tmp_path, capsys):
     (["detect", "--data", "x", "--model", "y", "--agpd.tau-z", "nan"], "tau_z=nan must be finite"),
     (["detect", "--data", "x", "--model", "y", "--agpd.m-fraction", "0"], "m_fraction=0"),
     (["reproduce", "--quick", "--workers", "0"], "--workers 0 must be >= 1"),
+    (["detect", "--data", "x", "--model", "y", "--baselines", "foo"], "unknown baseline(s) ['foo']"),
 ])
 def test_bad_settings_are_clean_errors(argv, needle, tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
@@ -132,3 +133,21 @@ def test_train_same_seed_is_identical_and_detect_takes_a_model_file(tmp_path, ca
         assert main(["detect", "--data", str(d), "--model", str(bad), "--quiet"]) == 2
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_detect_given_the_training_checkpoint_is_a_clean_error(tmp_path, capsys):
+    """'detect --model out/checkpoint.pt' (the per-epoch file next to model.pt, e.g. after a killed
+    training run) used to end in a KeyError traceback (exit 1): its meta holds only the training
+    settings, not the architecture. Now: exit 2, one line, pointing to model.pt / --resume."""
+    from iclr25.agpd.models import small_preact_cnn
+    from iclr25.agpd.train import save_checkpoint
+
+    d = tmp_path / "d"
+    assert main(["poison", "--out", str(d), "--quiet"]) == 0
+    ck = save_checkpoint(tmp_path / "m" / "checkpoint.pt", small_preact_cnn(10, 1), epoch=1,
+                         meta={"training": {"epochs": 2}})
+    capsys.readouterr()
+    assert main(["detect", "--data", str(d), "--model", str(ck), "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint" in err and "model.pt" in err and "--resume" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -167,3 +167,22 @@ def test_vision_needs_the_extra_and_never_downloads(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="never downloads"):
         vision.torchvision_dataset("cifar10", tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("text, needle", [("0\n2\n", "line 2: '2'"), ("0\nyes\n", "line 2: 'yes'"),
+                                          ("0\n1\n", "2 entries but the data set has 12 images")])
+def test_detect_folder_bad_truth_file_is_checked_before_detection(tmp_path, capsys, text, needle):
+    """--truth used to be read after the whole detection: a '2' was silently taken as poisoned (bool),
+    a word gave int()'s bare message without the file's name. Now each line must be 0 or 1, and the
+    file is checked (values and length) before any gradient is computed."""
+    pytest.importorskip("torchvision")
+    from iclr25.agpd.cli import main
+
+    net, x, y = _net_and_data(n=12)
+    _write_folder(tmp_path / "train", x, y)
+    (tmp_path / "truth.txt").write_text(text)
+    rc = main(["detect-folder", "--data", str(tmp_path / "train"), "--clean", str(tmp_path / "train"),
+               "--channels", "1", "--model", str(tmp_path / "no-model.pt"), "--truth", str(tmp_path / "truth.txt"),
+               "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "truth.txt" in err and "Traceback" not in err

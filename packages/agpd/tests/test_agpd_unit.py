@@ -278,3 +278,23 @@ def test_near_chance_model_is_warned_about():
     x, y = torch.rand(60, 1, 8, 8), torch.arange(60) % 10
     with pytest.warns(UserWarning, match=r"chance 10\.0 %"):
         AGPD(net, fallback_rho=None).detect(x, y, x[:30], y[:30])
+
+
+def test_two_classes_warn_that_the_z_score_cannot_name_a_target():
+    """With K = 2 the robust z-score is +-1/1.4826 = +-0.674 whatever rho is (the median is the mean of
+    the two values and the MAD half their gap), so no class can reach tau_z = e^2: Stage 2 can only
+    name a target through the rho fallback. Found by a user with a 2-class shapes data set whose
+    end-to-end run flagged nothing without a word; it is now warned about."""
+    from iclr25.agpd.detector import detect_from_gradients
+    from iclr25.agpd.synthetic import synthetic_gradients
+
+    G, Y, C, YC, _ = synthetic_gradients(60, 2, 16, 0, 0.3, seed=0)
+    with pytest.warns(UserWarning, match="2 classes"):
+        res = detect_from_gradients({"s": G}, Y, {"s": C}, YC, AGPDConfig(fallback_rho=None))
+    assert float(res.z.max()) == pytest.approx(1 / 1.4826, rel=1e-4) and res.target_classes == []
+    G, Y, C, YC, _ = synthetic_gradients(30, 3, 16, 0, 0.3, seed=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        detect_from_gradients({"s": G}, Y, {"s": C}, YC, AGPDConfig(fallback_rho=None))

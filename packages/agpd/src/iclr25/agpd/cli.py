@@ -135,6 +135,11 @@ def cmd_detect(cfg: DetectConfig) -> int:
 
     d = _load(cfg.data / "poisoned.pt", "the poisoned data set", "iclr25-agpd poison")
     m = _load(_model_file(cfg.model), "the trained model", "iclr25-agpd train", kind="model.pt")
+    lacks = [k for k in ("model", "num_classes", "in_channels") if not isinstance(m["meta"], dict) or k not in m["meta"]]
+    if lacks:
+        raise ValueError(f"{_model_file(cfg.model)} is not a model.pt written by 'iclr25-agpd train' (its meta lacks "
+                         f"{lacks}; a training checkpoint.pt?): give the model.pt or its folder, or finish the "
+                         "training with 'iclr25-agpd train ... --resume'")
     net = build_model(m["meta"]["model"], m["meta"]["num_classes"], m["meta"]["in_channels"])
     try:
         net.load_state_dict(m["model"])
@@ -244,6 +249,17 @@ def cmd_detect_folder(cfg: DetectFolderConfig) -> int:
         ds = image_folder(cfg.data, **tf)
         classes = list(ds.classes)
         clean = image_folder(cfg.clean, class_to_idx=ds.class_to_idx, **tf)
+    truth = None
+    if cfg.truth is not None:  # checked before the (long) detection, not after it
+        if not cfg.truth.is_file():
+            raise FileNotFoundError(f"--truth {cfg.truth} does not exist")
+        vals = cfg.truth.read_text().split()
+        bad = next(((i, v) for i, v in enumerate(vals) if v not in ("0", "1")), None)
+        if bad is not None:
+            raise ValueError(f"--truth {cfg.truth}: line {bad[0] + 1}: {bad[1]!r} is not 0 or 1 (one 0/1 line per image)")
+        truth = torch.tensor([v == "1" for v in vals], dtype=torch.bool)
+        if len(truth) != len(ds):
+            raise ValueError(f"--truth {cfg.truth} has {len(truth)} entries but the data set has {len(ds)} images")
     net = _folder_model(cfg.model, cfg.arch, cfg.num_classes or (len(classes) or None), cfg.channels)
     net.to(_device(cfg.device)).eval()
     loader = make_loader(ds, cfg.batch_size, cfg.num_workers)
@@ -254,10 +270,7 @@ def cmd_detect_folder(cfg: DetectFolderConfig) -> int:
                      progress=not cfg.quiet, amp=None if cfg.amp == "off" else cfg.amp)
     out = {"agpd": res.summary(), "n": len(res.poison_mask), "classes": classes,
            "streamed": {"batch_size": cfg.batch_size, "num_workers": cfg.num_workers, "amp": cfg.amp}}
-    if cfg.truth is not None:
-        truth = torch.tensor([int(v) for v in cfg.truth.read_text().split()], dtype=torch.bool)
-        if len(truth) != len(res.poison_mask):
-            raise ValueError(f"{cfg.truth} has {len(truth)} entries but the data set has {len(res.poison_mask)} images")
+    if truth is not None:
         out["metrics"] = detection_metrics(truth, res.poison_mask)
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "detection.json").write_text(json.dumps(out, indent=1))

@@ -176,6 +176,11 @@ class DetectConfig(CommonOptions):
     """Baselines to run on penultimate features: spectral, ac."""
     threads: int | None = 1
 
+    def __post_init__(self) -> None:
+        bad = [b for b in self.baselines if b not in ("spectral", "ac")]
+        if bad:
+            raise ValueError(f"--baselines: unknown baseline(s) {bad}; choose from spectral, ac")
+
 
 @dataclass(kw_only=True)
 class DetectFolderConfig(CommonOptions):

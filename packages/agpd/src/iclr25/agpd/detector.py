@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .config import AGPDConfig
 from .gcd import closeness, cosine, cvbt
 from .gradients import activation_gradients
-from .stats import js_between, js_trace, robust_z, select_stop
+from .stats import GAMMA, js_between, js_trace, robust_z, select_stop
 
 log = logging.getLogger("iclr25.agpd")
 
@@ -131,6 +131,12 @@ def identify_targets(rho: Tensor, cfg: AGPDConfig) -> tuple[int, list[int], Tens
     Returns:
         ``(layer index, target classes, z (L, K), fallback used)``.
     """
+    if rho.shape[1] <= 2 and cfg.tau_z > 1 / GAMMA:
+        msg = (f"{rho.shape[1]} classes: the robust z-score is at most 1/1.4826 = 0.674 whatever rho is (the "
+               f"median of {rho.shape[1]} values and their MAD), below tau_z = {cfg.tau_z:.4g}, so Stage 2 names a "
+               "target only through the rho > fallback_rho rule; AGPD needs 3 or more classes to identify one")
+        warnings.warn(msg, UserWarning, stacklevel=3)
+        log.warning(msg)
     z = torch.stack([robust_z(r, one_sided=cfg.one_sided_z, eps=cfg.z_eps) for r in rho])
     zmax = torch.nan_to_num(z, posinf=1e300, neginf=-1e300).max(1).values
     li = int(torch.argmax(zmax))
