@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from iclr25_repo_packages import ROOT, packages
+from iclr25_uvkit import clean_env, uv_command
 
 pytestmark = pytest.mark.wheels
 
@@ -46,23 +47,11 @@ MISSING_EXTRA = {
 
 
 def _uv() -> list[str]:
-    exe = os.environ.get("UV") or shutil.which("uv")
-    if exe:
-        return [exe]
-    try:
-        import uv  # noqa: F401
-    except ImportError:
-        pytest.skip("uv is not installed")
-    return [sys.executable, "-m", "uv"]
+    return uv_command()
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "PYTHONHOME")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", ICLR25_PROGRESS="never", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    env.update(extra)
-    return env
+    return clean_env(ICLR25_PROGRESS="never", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
 
 
 def _run(cmd, *, cwd=ROOT, timeout=600, check=True, env=None):

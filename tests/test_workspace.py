@@ -1,13 +1,13 @@
 """Cross-package checks: layout, registration, CLIs, and the README/CI commands."""
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from iclr25_repo_packages import ROOT, changed, packages
+from iclr25_uvkit import uv_command
 
 from iclr25.core.registry import discover
 
@@ -92,14 +92,7 @@ def test_changed_packages_selection():
 
 
 def _uv():
-    exe = shutil.which("uv")
-    if exe:
-        return [exe]
-    try:
-        import uv  # noqa: F401
-    except ImportError:
-        pytest.skip("uv is not installed")
-    return [sys.executable, "-m", "uv"]
+    return uv_command()
 
 
 @pytest.mark.parametrize("pkg", METHODS, ids=lambda p: p.slug)
