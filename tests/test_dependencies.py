@@ -61,7 +61,10 @@ MODULE_TO_DIST = {
 
 # Declared but never imported, on purpose: package -> {distribution: why}. Keep short; each entry
 # must still be declared (checked), so the table cannot go stale silently.
-RUNTIME_ONLY: dict[str, dict[str, str]] = {}
+RUNTIME_ONLY: dict[str, dict[str, str]] = {
+    # transformers imports accelerate itself for device_map="auto" (frs certify --device-map auto)
+    "frs": {"accelerate": "transformers needs it for --device-map auto; frs never imports it"},
+}
 
 ENTRY_MODULES = ("__init__", "__main__", "cli", "config", "reproduce")
 
