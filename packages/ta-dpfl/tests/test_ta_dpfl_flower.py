@@ -127,3 +127,43 @@ def test_ray_startup_failure_is_bounded_clear_and_leaves_no_process(monkeypatch)
         assert p.poll() is not None  # stopped (and reaped) by start_ray
     with pytest.raises(ValueError, match="attempts"):
         flower_app.start_ray(2, attempts=0)
+
+
+def test_server_changing_the_run_key_gets_no_fresh_budget(tmp_path, caplog):
+    """A SuperNode's accountant was kept per run key, a value the server sends: announcing another run
+    key each time got the node a fresh budget (rounds 1-2 under 'a', then again under 'b': Opacus ε of
+    what it released 2.94 > 2.0). The run key is pinned like σ/K/T; the second run is refused, logged,
+    answered with the booked ε; what the node released stays within its budget (Opacus' accountant)."""
+    from opacus.accountants import RDPAccountant
+
+    from iclr25.ta_dpfl.client import PublicConfig
+    from iclr25.ta_dpfl.dp_sgd import build_model
+
+    node = NodeConfig(partition_id=0, num_partitions=2, epsilon=2.0, dataset="digits", insecure_seed=1,
+                      state_dir=str(tmp_path / "state"))
+    ctx = Context(run_id=1, node_id=1, node_config=node.to_mapping(), state=RecordDict(), run_config={})
+    arrays = ArrayRecord(build_model("digits", 64, 10, 0).state_dict())
+    released, refused = [], []
+    for rk in ("a", "b"):
+        for t in (1, 2):
+            pub = PublicConfig(method="idp", hidden=0, dataset="digits", min_expected_batch=1.0, sigma=1.5,
+                               rounds=2, local_steps=2, run_key=rk, round=t)
+            rep = client_app(Message(content=RecordDict({"arrays": arrays, "config": ConfigRecord(pub.to_record())}),
+                                     dst_node_id=1, message_type="train"), ctx)
+            if "metrics" in rep.content:
+                released.append((1.5, rep.content["metrics"]["sample-rate"], 2))
+            else:
+                refused.append(dict(rep.content["status"]))
+    acc = RDPAccountant()
+    acc.history = released
+    assert len(released) == 2 and acc.get_epsilon(1e-5) <= 2.0 + 1e-9
+    assert len(refused) == 2 and all("run_key: 'a' -> 'b'" in r["error"] for r in refused)
+    assert all(r["epsilon-spent"] == pytest.approx(acc.get_epsilon(1e-5)) for r in refused)
+    assert "run_key" in caplog.text
+    # a restarted node (empty context) with its state-dir: the booked run's key is still pinned
+    ctx2 = Context(run_id=1, node_id=1, node_config=node.to_mapping(), state=RecordDict(), run_config={})
+    pub = PublicConfig(method="idp", hidden=0, dataset="digits", min_expected_batch=1.0, sigma=1.5, rounds=2,
+                       local_steps=2, run_key="a", round=2)
+    rep = client_app(Message(content=RecordDict({"arrays": arrays, "config": ConfigRecord(pub.to_record())}),
+                             dst_node_id=1, message_type="train"), ctx2)
+    assert "already run" in rep.content["status"]["error"]

@@ -108,3 +108,22 @@ def test_flwr_app_folder_matches_the_package_app_config(tmp_path):
     assert app["project"]["version"] == own["project"]["version"]
     assert main(["flwr-app", "--out", str(tmp_path / "bad_name")]) == 2
     json.dumps(app)  # plain TOML types only
+
+
+def test_csv_with_non_finite_numbers_or_empty_labels_is_refused_before_training(tmp_path):
+    """`inf`/`nan` parse as numbers: the column was standardised to NaN and the run crashed mid-training
+    ("Out of range float values are not JSON compliant"); an empty label silently became a class ''.
+    Both are now data errors naming the line and column."""
+    rows = [f"{i},{i % 7},c{i % 2}" for i in range(300)]
+    inf = tmp_path / "inf.csv"
+    inf.write_text("a,b,label\n" + "\n".join(rows[:5] + ["5,inf,c1"] + rows[6:]) + "\n")
+    with pytest.raises(TabularDataError, match=r"line 7, column 'b': value 'inf' is not a finite number"):
+        load_federated("csv", 2, 0, str(inf), 0.1, "label")
+    nan = tmp_path / "nan.csv"
+    nan.write_text("a,b,label\n" + "\n".join(["0,nan,c0"] + rows[1:]) + "\n")
+    with pytest.raises(TabularDataError, match=r"line 2, column 'b'"):
+        load_federated("csv", 2, 0, str(nan), 0.1, "label")
+    empty = tmp_path / "empty_label.csv"
+    empty.write_text("a,b,label\n" + "\n".join(rows[:3] + ["3,3,"] + rows[4:]) + "\n")
+    with pytest.raises(TabularDataError, match=r"'label' is empty on 1 row\(s\) \(line\(s\) 5\)"):
+        load_federated("csv", 2, 0, str(empty), 0.1, "label")

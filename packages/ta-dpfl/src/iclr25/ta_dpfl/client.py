@@ -235,8 +235,9 @@ class PublicConfig:
 
 
 #: the public values a client's schedule depends on; fixed at its first trained round of a run and
-#: never taken from the server again (a change would re-price rounds already released)
-PINNED_KEYS = ("method", "order", "sigma", "rounds", "local_steps", "transition", "epsilon_cap")
+#: never taken from the server again (a change would re-price rounds already released). ``run_key``
+#: too: the accountant is kept per run key, so a server that changed it would get a fresh budget
+PINNED_KEYS = ("method", "order", "sigma", "rounds", "local_steps", "transition", "epsilon_cap", "run_key")
 
 
 class UntrustedRound(RuntimeError):
@@ -309,7 +310,10 @@ class ClientState:
         p = Path(node.state_dir) / f"{_safe(run_key)}.json"
         if not p.is_file():
             return None
-        return cls.from_json(p.read_text(), str(p))
+        st = cls.from_json(p.read_text(), str(p))
+        if st.pinned is not None and "run_key" not in st.pinned:  # written before run_key was pinned
+            st.pinned["run_key"] = run_key
+        return st
 
 
 def _safe(key: str) -> str:

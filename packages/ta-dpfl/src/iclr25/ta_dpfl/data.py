@@ -135,6 +135,11 @@ def load_tabular_csv(
         raise TabularDataError(f"{path}: no data rows")
     table = np.asarray(rows, dtype=object)
     labels = table[:, col[label]].astype(str)
+    empty = np.flatnonzero(labels == "")
+    if len(empty):
+        raise TabularDataError(f"{path}: column {label!r} is empty on {len(empty)} row(s) (line(s) "
+                               f"{', '.join(str(linenos[i]) for i in empty[:5])}{' ...' if len(empty) > 5 else ''}); "
+                               "give every row a label or drop those rows")
     if label_values is not None:
         bad = ~np.isin(labels, np.asarray(label_values, dtype=str))
         if bad.any():
@@ -161,6 +166,11 @@ def load_tabular_csv(
                         f"{path}, line {linenos[i]}, column {name!r}: value {v!r} is not numeric; declare the "
                         "column categorical or clean the file") from None
             raise  # pragma: no cover
+        bad_rows = np.flatnonzero(~np.isfinite(x_num[:, j]))
+        if len(bad_rows):
+            i = int(bad_rows[0])
+            raise TabularDataError(f"{path}, line {linenos[i]}, column {name!r}: value {raw[i]!r} is not a finite "
+                                   f"number ({len(bad_rows)} such value(s) in the column); clean the file")
     cats = [table[:, col[c]].astype(str) for c in categorical]
     return x_num, cats, labels, list(numeric)
 

@@ -53,10 +53,20 @@ def _state_key(run_key: str) -> str:
     return f"acct:{run_key}"
 
 
-def _load_state(context: Context, node: NodeConfig, run_key: str) -> ClientState:
-    key = _state_key(run_key)
-    if key in context.state:
-        return ClientState.from_json(str(context.state[key]["json"]), f"context.state[{key!r}]")
+def _load_state(context: Context, node: NodeConfig, run_key: str, one_run: bool = True) -> ClientState:
+    """The node's accountant for this Flower run. A SuperNode's context holds one run's accountant
+    (``one_run``): a message with another run key gets the booked one (whose pinned ``run_key``
+    differs, so the round is refused), never a fresh budget. In a simulation of several specs
+    (``one_run=False``) each run key is another simulated node with its own configuration."""
+    key: str | None = _state_key(run_key)
+    if key not in context.state:
+        booked = sorted(str(k) for k in context.state.keys() if str(k).startswith("acct:")) if one_run else []
+        key = booked[0] if booked else None
+    if key is not None:
+        st = ClientState.from_json(str(context.state[key]["json"]), f"context.state[{key!r}]")
+        if st.pinned is not None and "run_key" not in st.pinned:
+            st.pinned["run_key"] = key[len("acct:"):]
+        return st
     return ClientState.load(node, run_key) or ClientState()
 
 
@@ -95,7 +105,7 @@ def make_client_app(nodes: dict[str, dict[int, NodeConfig]] | None = None) -> Cl
     def _train(msg: Message, context: Context) -> Message:
         public = PublicConfig.from_record(dict(msg.content["config"]))
         node = node_of(context, public)
-        state = _load_state(context, node, public.run_key)
+        state = _load_state(context, node, public.run_key, one_run=nodes is None)
         try:
             sd, met, new = client_train(node, public, state, msg.content["arrays"].to_torch_state_dict())
         except (ClientUnavailable, PrivacyBudgetExceeded, BudgetInfeasibleError, UntrustedRound) as e:
