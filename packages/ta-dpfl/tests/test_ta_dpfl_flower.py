@@ -167,3 +167,12 @@ def test_server_changing_the_run_key_gets_no_fresh_budget(tmp_path, caplog):
     rep = client_app(Message(content=RecordDict({"arrays": arrays, "config": ConfigRecord(pub.to_record())}),
                              dst_node_id=1, message_type="train"), ctx2)
     assert "already run" in rep.content["status"]["error"]
+    # ... and a restarted node asked for a run key its state folder has never seen gets no fresh budget
+    # either (found by the stop-49 trial: rounds 1-2 under 'a', restart, rounds 1-2 under 'b' -> ε 2.53 > 2.0)
+    for t in (1, 2):
+        ctx3 = Context(run_id=2, node_id=1, node_config=node.to_mapping(), state=RecordDict(), run_config={})
+        pub = PublicConfig(method="idp", hidden=0, dataset="digits", min_expected_batch=1.0, sigma=1.5, rounds=2,
+                           local_steps=2, run_key="c", round=t)
+        rep = client_app(Message(content=RecordDict({"arrays": arrays, "config": ConfigRecord(pub.to_record())}),
+                                 dst_node_id=1, message_type="train"), ctx3)
+        assert "metrics" not in rep.content and "run_key: 'a' -> 'c'" in rep.content["status"]["error"]

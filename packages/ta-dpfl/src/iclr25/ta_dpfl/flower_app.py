@@ -22,6 +22,7 @@ import logging
 import os
 import time
 import warnings
+from pathlib import Path
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -67,7 +68,18 @@ def _load_state(context: Context, node: NodeConfig, run_key: str, one_run: bool 
         if st.pinned is not None and "run_key" not in st.pinned:
             st.pinned["run_key"] = key[len("acct:"):]
         return st
-    return ClientState.load(node, run_key) or ClientState()
+    st = ClientState.load(node, run_key)
+    if st is None and one_run and node.state_dir:
+        # a restarted SuperNode (empty context) asked for a run key its state folder has not seen: the node's
+        # data already released noise under another run, so it gets that run's accountant (whose pinned
+        # run_key differs: the round is refused), never a fresh budget
+        for p in sorted(Path(node.state_dir).glob("*.json")):
+            other = ClientState.from_json(p.read_text(), str(p))
+            if other.rounds:
+                if other.pinned is not None and "run_key" not in other.pinned:
+                    other.pinned["run_key"] = p.stem
+                return other
+    return st or ClientState()
 
 
 def _refusal(msg: Message, e: Exception, epsilon_spent: float | None = None, partition_id: int | None = None
