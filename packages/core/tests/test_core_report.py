@@ -447,7 +447,7 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
         p = results / "alpha" / "results.json"
         p.write_text(p.read_text().replace("& done", f"<img src=\\\"http://127.0.0.1:{port}/leak.png\\\"> & done"))
         page = rp.write_html_report(results, tmp_path / "report.html")
-        dom = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=5000", "--dump-dom",
+        dom = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=20000", "--dump-dom",
                                  page.as_uri()))
         shot = tmp_path / "report.png"
         _run_chromium(exe, tmp_path / "profile", port, "--window-size=1280,2400", f"--screenshot={shot}",
@@ -455,14 +455,14 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
         # control: the same recorder does see a page's fetch (so silence above means no fetch)
         control = tmp_path / "control.html"
         control.write_text('<!doctype html><img src="http://fetch-canary.test/x.png">')
-        _run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=3000", "--dump-dom",
+        _run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=20000", "--dump-dom",
                       control.as_uri())
         # the "not holding only" filter: a copy of the page whose probe script ticks it and lists
         # the claim rows still displayed (the probe is not in the page's CSP, so the copy drops it)
         probe = tmp_path / "probe.html"
         probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
                          .replace("</body>", PROBE + "</body>"))
-        probed = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=3000", "--dump-dom",
+        probed = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=20000", "--dump-dom",
                                     probe.as_uri()))
         requests = list(proxy.requests)
         proxy.shutdown()
