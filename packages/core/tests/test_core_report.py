@@ -522,3 +522,28 @@ def test_run_info_names_cpu_gpu_and_the_packages_libraries():
     libs = package_libraries("iclr25-core")
     assert libs["iclr25-core"] and "numpy" in libs and "tyro" in libs
     assert package_libraries("no-such-distribution") == {}
+
+
+def test_a_plot_named_by_a_claim_sits_under_that_claim(tmp_path):
+    root = tmp_path / "results"
+    claims = [Claim("h/a", "acc", ours=1.0, threshold=0.5, plot="curve.png"),
+              Claim("h/b", "acc", ours=0.0, threshold=0.5, plot="curve.png"),
+              Claim("h/c", "acc", ours=1.0, threshold=0.5, plot="missing.png")]
+    _write(root / "gamma", "gamma", claims)
+    (root / "gamma" / "curve.png").write_bytes(_png(30, 20))
+    (root / "gamma" / "extra.png").write_bytes(_png(10, 10))
+    page = _page(root)
+    dom = _Dom(page)
+    trs = [e for e in dom.find("tr") if {"claim", "plotrow"} & set(e["attrs"].get("class", "").split())]
+    kinds = [e["attrs"].get("data-claim") or e["attrs"]["class"] for e in trs]
+    # the plot row follows the first claim naming it, once; it fails the filter if any of its claims fails
+    assert kinds == ["h/a", "plotrow fails", "h/b", "h/c", "plotrow holds"]
+    assert "curve.png" in trs[1]["text"] and "supports h/a, h/b" in trs[1]["text"]
+    assert "missing.png" in trs[4]["text"] and "not found" in trs[4]["text"]
+    imgs = [e["attrs"]["alt"] for e in dom.find("img")]
+    assert imgs.count("curve.png") == 1 and imgs.count("extra.png") == 1  # each embedded once
+    sec = dom.find("section", id="pkg-gamma")[0]["text"]
+    assert "Other plots" in sec
+    assert ".only-failing tr.plotrow.holds" in page
+    with pytest.raises(ValueError, match="relative"):
+        Claim("h/x", "acc", ours=1.0, threshold=0.5, plot="../x.png")

@@ -70,7 +70,7 @@ def test_report_roundtrip(tmp_path):
     assert data["claims"][2]["ours"] is None  # NaN is written as null, JSON stays valid
     assert set(data["claims"][0]) == {"name", "metric", "ours", "baseline", "threshold", "higher_is_better",
                                       "margin", "paper", "note", "holds", "kind", "paper_value", "paper_ref",
-                                      "spread", "n_seeds", "within_spread"}
+                                      "spread", "n_seeds", "within_spread", "plot"}
     back = read_report(tmp_path / "agpd")
     assert back.to_dict() == r.to_dict() or back.claims[:2] == r.claims[:2]
     assert math.isnan(back.claims[2].ours)

@@ -475,6 +475,13 @@ tr.changed td.change { background: #fff8c5; }
 .plots { display: flex; flex-wrap: wrap; gap: 1rem; }
 figure { margin: 0; border: 1px solid var(--line); padding: 0.5rem; flex: 0 1 640px; max-width: 100%; }
 figure img { max-width: 100%; height: auto; display: block; }
+tr.plotrow td { background: #fafbfc; }
+figure .close { display: none; }
+figure:target { position: fixed; inset: 2vh 2vw; z-index: 10; background: #fff; overflow: auto; max-width: none;
+  box-shadow: 0 0 0 100vmax rgba(0, 0, 0, 0.5); }
+figure:target img { max-width: none; }
+figure:target .close { display: block; text-align: right; }
+tr.plotrow figure { flex: 0 1 900px; }
 figure.broken { border-color: var(--bad); }
 figcaption { color: var(--muted); font-size: 0.85em; margin-top: 0.3rem; }
 .banner { padding: 0.5rem 0.8rem; border: 1px solid var(--bad); background: #ffebe9; margin: 0.5rem 0; }
@@ -482,8 +489,8 @@ figcaption { color: var(--muted); font-size: 0.85em; margin-top: 0.3rem; }
 dl.env { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 1rem; margin: 0.3rem 0; }
 dl.env dt { color: var(--muted); }
 dl.env dd { margin: 0; font-family: ui-monospace, monospace; font-size: 0.9em; word-break: break-all; }
-.only-failing tr.claim.holds, .only-failing tr.pkg-row.all-hold, .only-failing section.pkg.all-hold,
-.only-changed tr.claim:not(.changed), .only-changed section.pkg:not(.has-changes) { display: none; }
+.only-failing tr.claim.holds, .only-failing tr.plotrow.holds, .only-failing tr.pkg-row.all-hold, .only-failing section.pkg.all-hold,
+.only-changed tr.claim:not(.changed), .only-changed tr.plotrow, .only-changed section.pkg:not(.has-changes) { display: none; }
 """.strip()
 
 _JS = """
@@ -743,7 +750,15 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
                f"{held}/{len(claims)} claims hold · wall {_seconds(r.seconds)} · CPU "
                f"{_seconds(p.meta('cpu_seconds'))} · {_e(r.created)} · <code>{_e(p.folder)}</code></p>")
     head = _CLAIM_HEAD + (["change"] if compare else [])
-    rows = [_claim_row(p, i, c, (changes or {}).get(c.name), compare) for i, c in enumerate(claims)]
+    by_name = {pl.name: pl for pl in p.plots}
+    shown: set[str] = set()
+    rows = []
+    for i, c in enumerate(claims):
+        rows.append(_claim_row(p, i, c, (changes or {}).get(c.name), compare))
+        if c.plot and c.plot not in shown:  # the plot sits under the first claim that names it
+            shown.add(c.plot)
+            users = [d for d in claims if d.plot == c.plot]
+            rows.append(_plot_row(anchor, c.plot, by_name.get(c.plot), users, len(head)))
     out.append('<div class="wide"><table class="claims"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
                + "</tr></thead><tbody>")
     out += rows
@@ -755,20 +770,14 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
             out += [f'<li><span class="name">{_e(n)}</span> (held: {"yes" if ch.was_holds else "no"})</li>'
                     for n, ch in removed]
             out.append("</ul>")
-    out.append("<h3>Plots</h3>")
-    if p.plots:
+    rest = [pl for pl in p.plots if pl.name not in shown]
+    out.append("<h3>Other plots</h3>" if shown else "<h3>Plots</h3>")
+    if rest:
         out.append('<div class="plots">')
-        for pl in p.plots:
-            if pl.data is None:
-                out.append(f'<figure class="broken"><figcaption>{_e(pl.name)}: {_e(pl.problem)}'
-                           "</figcaption></figure>")
-            else:
-                uri = "data:image/png;base64," + base64.b64encode(pl.data).decode("ascii")
-                wh = _png_size(pl.data)
-                size = f' width="{wh[0]}" height="{wh[1]}"' if wh else ""
-                out.append(f'<figure><img class="plot" src="{uri}" alt="{_e(pl.name)}"{size}>'
-                           f"<figcaption>{_e(pl.name)}</figcaption></figure>")
+        out += [_figure(anchor, pl) for pl in rest]
         out.append("</div>")
+    elif shown:
+        out.append('<p class="muted">None: every plot of this run is shown beside its claim above.</p>')
     else:
         out.append('<p class="muted">No PNG in this results folder.</p>')
     out.append("<h3>Run environment</h3><dl class=\"env\">")
@@ -781,6 +790,38 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
     out += [f"<dt>{_e(k)}</dt><dd>{_dash(v)}</dd>" for k, v in env]
     out.append("</dl></section>")
     return "\n".join(out)
+
+
+def _figure_id(anchor: str, name: str) -> str:
+    return f"{anchor}-fig-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "x")
+
+
+def _figure(anchor: str, pl: Plot, caption: str = "") -> str:
+    """One embedded plot; clicking it shows it full size over the page (CSS ``:target``, no script), so a
+    multi-panel figure stays readable; "close" (or the browser's back) returns."""
+    fid = _figure_id(anchor, pl.name)
+    cap = _e(pl.name) + (f" — {caption}" if caption else "")
+    if pl.data is None:
+        return f'<figure class="broken" id="{fid}"><figcaption>{_e(pl.name)}: {_e(pl.problem)}</figcaption></figure>'
+    uri = "data:image/png;base64," + base64.b64encode(pl.data).decode("ascii")
+    wh = _png_size(pl.data)
+    size = f' width="{wh[0]}" height="{wh[1]}"' if wh else ""
+    return (f'<figure id="{fid}"><a class="close" href="#{anchor}">close ✕</a>'
+            f'<a class="enlarge" href="#{fid}" title="click to enlarge">'
+            f'<img class="plot" src="{uri}" alt="{_e(pl.name)}"{size}></a>'
+            f"<figcaption>{cap}</figcaption></figure>")
+
+
+def _plot_row(anchor: str, name: str, pl: Plot | None, users: Sequence[Claim], ncols: int) -> str:
+    """A table row under a claim holding the plot it names (hidden by the filter when all its claims hold)."""
+    state = "holds" if all(c.holds for c in users) else "fails"
+    names = ", ".join(c.name for c in users)
+    if pl is None:
+        fig = (f'<figure class="broken" id="{_figure_id(anchor, name)}"><figcaption>{_e(name)}: named by '
+               f"{_e(names)} but not found in this results folder</figcaption></figure>")
+    else:
+        fig = _figure(anchor, pl, f"supports {names}")
+    return f'<tr class="plotrow {state}"><td colspan="{ncols}"><div class="plots">{fig}</div></td></tr>'
 
 
 def _png_size(data: bytes) -> tuple[int, int] | None:

@@ -40,6 +40,7 @@ _CLAIM_FIELDS = (
     "paper_ref",
     "spread",
     "n_seeds",
+    "plot",
 )
 
 #: What a claim is for: the paper's result (headline), the intermediate quantity its argument rests on
@@ -87,6 +88,9 @@ class Claim:
             verdict uses it: of the gap ``ours - baseline`` for a baseline claim, of ``ours`` for a
             threshold-only claim. ``None`` when the run has one seed.
         n_seeds: how many seeds ``ours`` (and the spread) come from.
+        plot: the PNG that shows this claim, as a path relative to the package's results folder
+            (e.g. ``"asr_vs_sigma.png"``; ``""`` for none). The HTML report puts the plot beside the
+            claim (:mod:`iclr25.core.report`); a claim names at most one plot, a plot may serve several.
 
     Raises:
         ValueError: if neither ``baseline`` nor ``threshold`` is given (nothing to decide),
@@ -107,6 +111,7 @@ class Claim:
     paper_ref: str = ""
     spread: float | None = None
     n_seeds: int | None = None
+    plot: str = ""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -134,6 +139,9 @@ class Claim:
             if isinstance(self.n_seeds, bool) or int(self.n_seeds) != self.n_seeds or self.n_seeds < 1:
                 raise ValueError(f"Claim {self.name!r}: n_seeds must be an integer >= 1, got {self.n_seeds!r}")
             object.__setattr__(self, "n_seeds", int(self.n_seeds))
+        if not isinstance(self.plot, str) or self.plot.startswith("/") or ".." in self.plot.split("/"):
+            raise ValueError(f"Claim {self.name!r}: plot must be a path relative to the results folder "
+                             f"(e.g. 'curve.png'), got {self.plot!r}")
 
     @property
     def gap(self) -> float | None:
