@@ -382,8 +382,8 @@ class ReproduceConfig(ReproduceOptions):
     workers: int = 2
     """worker processes (one torch thread each; seeds run in parallel)"""
     resume: bool = False
-    """reuse the per-job records (OUT/jobs/*.json, written as each (task, seed) finishes) of an earlier run
-    with the same settings and run only the missing jobs"""
+    """keep the jobs an earlier run in OUT finished (OUT/records/*.json, one per (task, seed)) and run only the
+    missing ones; changed settings are refused"""
 
     def __post_init__(self) -> None:
         _check_int("workers", self.workers)
