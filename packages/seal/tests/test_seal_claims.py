@@ -66,3 +66,16 @@ def test_every_claim_fills_the_record_fields():
     assert wr.paper_value == pytest.approx(61.13)
     one = claims_from_runs([_record(0)])
     assert all(c.spread is None and c.n_seeds == 1 for c in one)
+
+
+def test_quick_runs_without_the_oracle():
+    from iclr25.seal.experiment import METHODS
+    from iclr25.seal.reproduce import QUICK
+
+    assert set(QUICK["methods"]) == set(METHODS) - {"oracle"}
+    rs = [_record(s) for s in (0, 1)]
+    for r in rs:
+        r["runs"] = [x for x in r["runs"] if x["method"] != "oracle"]
+    claims = _by_name(claims_from_runs(rs, plots=False))
+    assert "oracle" not in claims["safety/margin_gt_random"].note
+    assert "oracle" in _by_name(claims_from_runs([_record(0), _record(1)], plots=False))["safety/margin_gt_random"].note

@@ -63,6 +63,14 @@ def _rho_text(rho: float) -> str:
     return "SEAL's ranking departs from the base loss"
 
 
+def _opt(rs: list[dict[str, Any]], method: str, key: str, d: int = 3, end: str = ",") -> str:
+    """``"<method> mean ± sd<end> "`` of a method without a keep, or ``""`` when the run did not include it (the
+    quick run has no oracle)."""
+    if not any(x["method"] == method for x in rs[0]["runs"]):
+        return ""
+    return f"{method} {_fmt(_ms(run_values(rs, method, None, key)), d)}{end} "
+
+
 def run_values(rs: list[dict[str, Any]], method: str, keep: float | None, key: str) -> list[float]:
     """Per seed: ``key`` of the SFT run of ``method`` at ``keep`` (``None``: a method without a keep)."""
     out = []
@@ -155,7 +163,7 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
             paper="the upper-level objective SEAL minimises", paper_ref="Sec. 3 (bilevel objective), direction only",
             spread=_gap_sd(fs_s, fs_r), n_seeds=n, plot=head,
             note=f"{_gap('SEAL-SGD', fs_s, 'random', fs_r)}; SEAL-Adam {_fmt(_ms(run_values(rs, 'seal_adam', keep, 'safe_loss')))}, "
-                 f"oracle {_fmt(_ms(run_values(rs, 'oracle', None, 'safe_loss')))}, base θ₀ "
+                 f"{_opt(rs, 'oracle', 'safe_loss')}base θ₀ "
                  f"{_fmt(_ms([r['base']['safe_loss'] for r in rs]), 4)}."))
     mg = lambda m, k=keep: run_values(rs, m, k, "margin")  # noqa: E731
     rr = lambda m, k=keep: _fmt(_ms(run_values(rs, m, k, "refusal_rate")), 2)  # noqa: E731
@@ -166,10 +174,10 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
         paper_ref="Table 1 (HEx-PHI win rate), direction only", spread=_gap_sd(mg("seal_sgd"), mg("random")),
         n_seeds=n, plot=head,
         note=f"{_gap('SEAL-SGD', mg('seal_sgd'), 'random', mg('random'))}. Greedy refusal rate SEAL {rr('seal_sgd')}, "
-             f"random {rr('random')}, standard {rr('standard', None)}, oracle {rr('oracle', None)}, base θ₀ "
+             f"random {rr('random')}, standard {rr('standard', None)}, {_opt(rs, 'oracle', 'refusal_rate', 2)}base θ₀ "
              f"{_fmt(_ms([r['base']['refusal_rate'] for r in rs]), 2)}. Margins: SEAL-Adam {_fmt(_ms(mg('seal_adam')))}, "
-             f"loss filter {_fmt(_ms(mg('loss_filter')))}, standard {_fmt(_ms(mg('standard', None)))}, oracle "
-             f"{_fmt(_ms(mg('oracle', None)))}, base {_fmt(_ms([r['base']['margin'] for r in rs]))}."))
+             f"loss filter {_fmt(_ms(mg('loss_filter')))}, standard {_fmt(_ms(mg('standard', None)))}, "
+             f"{_opt(rs, 'oracle', 'margin')}base {_fmt(_ms([r['base']['margin'] for r in rs]))}."))
     if full_set:
         claims.append(Claim(
             f"{prefix}safety/seal_safeinstr_gt_safeinstr", "safety margin after SFT (nats/token), SEAL + SafeInstr vs SafeInstr",
@@ -189,7 +197,7 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
             spread=_gap_sd(eb("seal_sgd"), eb("standard", None)), n_seeds=n, plot=head,
             note=f"{_gap('SEAL-SGD', eb('seal_sgd'), 'standard', eb('standard', None))}; task B = `next` (successor "
                  f"token) (base θ₀ EM {_fmt(_ms([r['base']['em_benign_b'] for r in rs]), 2)}); random "
-                 f"{_fmt(_ms(eb('random')))}, oracle {_fmt(_ms(eb('oracle', None)))}. Task A EM SEAL "
+                 f"{_fmt(_ms(eb('random')))}, {_opt(rs, 'oracle', 'em_benign_b', end='.')} Task A EM SEAL "
                  f"{_fmt(_ms(run_values(rs, 'seal_sgd', keep, 'em_benign_a')))} vs standard "
                  f"{_fmt(_ms(run_values(rs, 'standard', None, 'em_benign_a')))}."))
         wr = lambda m, k=keep: run_values(rs, m, k, "win_rate_vs_standard")  # noqa: E731
@@ -203,7 +211,7 @@ def claims_from_runs(rs: list[dict[str, Any]], *, prefix: str = "", keep: float 
                  f"in place vs the reference, harmful answers refusal 1 / compliance 0 / neither ½, on "
                  f"{len(rs[0]['runs'][0]['judge_scores'])} held-out prompts. SEAL-Adam {_fmt(_ms(wr('seal_adam')), 1)}, "
                  f"SEAL+SafeInstr {_fmt(_ms(wr('seal_safeinstr')), 1)}, SafeInstr {_fmt(_ms(wr('safeinstr', None)), 1)}, "
-                 f"oracle {_fmt(_ms(wr('oracle', None)), 1)}."))
+                 f"{_opt(rs, 'oracle', 'win_rate_vs_standard', 1, end='.')}"))
         rhos = [kept_unsafe_spearman(r, keep) for r in rs]
         n_pts = sum(1 for x in rs[0]["runs"] if not x["mixed_safe"] and x["keep"] is not None and abs(x["keep"] - keep) < 1e-9)
         ku = {m: run_values(rs, m, keep, "kept_unsafe") for m in ("random", "seal_adam", "seal_sgd", "loss_filter")}

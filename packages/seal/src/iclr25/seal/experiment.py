@@ -205,4 +205,4 @@ def task_seed_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> 
     for name in ("transformers", "accelerate"):
         logging.getLogger(name).setLevel(logging.ERROR)
     return nan_to_none(run_task_seed(settings["task"], int(settings["n_ft"]), seed, tuple(settings["keeps"]),
-                                     threads=None))
+                                     methods=tuple(settings.get("methods") or METHODS), threads=None))

@@ -40,9 +40,11 @@ __all__ = ["reproduce", "jobs", "claims_from_records", "QUICK", "FULL", "CLAIM_N
 
 log = logging.getLogger("iclr25.seal")
 
-QUICK = dict(seeds=(0, 1), n_ft=450, keeps=(0.8,), data=("synthetic",), real_seeds=(), real_n_ft=900)
+#: quick: every method but the oracle (a reference in the notes; within the 180 CPU-s budget), full: all of them
+QUICK = dict(seeds=(0, 1), n_ft=450, keeps=(0.8,), data=("synthetic",), real_seeds=(), real_n_ft=900,
+             methods=("standard", "random", "seal_sgd", "seal_adam", "loss_filter", "safeinstr", "seal_safeinstr"))
 FULL = dict(seeds=(0, 1, 2, 3, 4), n_ft=900, keeps=(0.6, 0.67, 0.8), data=("synthetic", "real"), real_seeds=(0, 1),
-            real_n_ft=900)
+            real_n_ft=900, methods=None)
 CLAIM_NAMES = (
     "selection/auroc_unsafe",
     "selection/auroc_low_quality",
@@ -69,11 +71,13 @@ def jobs(cfg: dict[str, Any], tasks: Sequence[str], syn_seeds: Sequence[int], re
     if "real" in tasks:
         keeps = (HEADLINE_KEEP,)
         out += [Job(_job_name("real", cfg["real_n_ft"], s, keeps), "iclr25.seal.experiment:task_seed_job", seed=int(s),
-                    settings={"task": "real", "n_ft": cfg["real_n_ft"], "keeps": list(keeps)}) for s in real_seeds]
+                    settings={"task": "real", "n_ft": cfg["real_n_ft"], "keeps": list(keeps),
+                              "methods": list(cfg["methods"]) if cfg["methods"] else None}) for s in real_seeds]
     if "synthetic" in tasks:
         keeps = tuple(cfg["keeps"])
         out += [Job(_job_name("synthetic", cfg["n_ft"], s, keeps), "iclr25.seal.experiment:task_seed_job", seed=int(s),
-                    settings={"task": "synthetic", "n_ft": cfg["n_ft"], "keeps": list(keeps)}) for s in syn_seeds]
+                    settings={"task": "synthetic", "n_ft": cfg["n_ft"], "keeps": list(keeps),
+                              "methods": list(cfg["methods"]) if cfg["methods"] else None}) for s in syn_seeds]
     return out
 
 
