@@ -17,7 +17,9 @@ Command line::
     iclr25 reproduce [--quick] [--out DIR] [--workers N] [--resume] [--report] [SLUG ...]
     iclr25 report [--results DIR] [--out FILE] [--compare OLD NEW] [--rtol X]
 
-``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
+``reproduce`` ends with the CPU seconds of the whole run (this process and its children, e.g. the
+runner's workers) and of each method, and writes them with every method's status and claims to
+``OUT/summary.json`` and ``OUT/summary.md``. It exits 1 if a method crashed (its traceback is printed), 2 on a usage error
 (an unknown slug) or when a method needs an extra that is not installed (one line names it);
 a claim that does not hold is a result, not a failure, and does not change the exit code.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from .reproduction import ReproduceFn, _accepts, run_reproduction
-from .results import Claim
+from .results import Claim, Report
 
 __all__ = ["MethodEntry", "discover", "run_reproduction", "terminal_table", "main"]
 
@@ -114,16 +117,21 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         import os
 
         os.environ["ICLR25_QUIET"] = "1"
+    from .runinfo import cpu_seconds
+
     out_root = Path(args.out)
     passed = {"workers": args.workers, "resume": True if args.resume else None,
               "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
     missing: list[str] = []  # methods whose extra is not installed
+    runs: list[dict[str, object]] = []  # one entry per method, for summary.{json,md}
+    t_all, c_all = time.perf_counter(), cpu_seconds()
     bar = progress(wanted, desc="reproduce", unit="method")
     for slug in bar:
         bar.set_postfix_str(slug)
         entry = methods[slug]
+        t0, c0 = time.perf_counter(), cpu_seconds()
         try:
             fn = entry.load()
             report = run_reproduction(
@@ -135,11 +143,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
             missing.append(slug)
             print(f"[{slug}] not run: {missing_module_message(entry.distribution, e)}", file=sys.stderr)
+            runs.append(_run_entry(slug, "not run", None, t0, c0))
             continue
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
             print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
+            runs.append(_run_entry(slug, "crashed", None, t0, c0))
             continue
+        runs.append(_run_entry(slug, "ok", report, t0, c0))
         rows += [(slug, c) for c in report.claims]
         log.info("%s: %d/%d claims hold (%.1f s)", slug, sum(c.holds for c in report.claims),
                  len(report.claims), report.seconds)
@@ -152,6 +163,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         summary += f"; CRASHED: {', '.join(crashed)}"
     if missing:
         summary += f"; NOT RUN (extra not installed): {', '.join(missing)}"
+    total = {"wall_seconds": time.perf_counter() - t_all, "cpu_seconds": cpu_seconds() - c_all}
+    cpu_line = cpu_summary(runs, total["cpu_seconds"])
+    write_summary(out_root, runs, total, quick=args.quick, held=held, n_claims=len(rows))
     if getattr(args, "report", False):
         from .report import write_html_report
 
@@ -159,8 +173,63 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             summary += f"; page {write_html_report(out_root, crashed=crashed)}"
         except FileNotFoundError as e:
             print(f"error: no report page written: {e}", file=sys.stderr)
-    print(f"\n{summary}; results in {out_root}/<slug>/results.json")
+    print(f"\n{cpu_line}")
+    print(f"{summary}; results in {out_root}/<slug>/results.json, summary in {out_root}/summary.md")
     return 1 if crashed else 2 if missing else 0
+
+
+def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: float) -> dict[str, object]:
+    """One method's line of the umbrella summary: its status, claims, wall and CPU seconds (the report's
+    own, this process and its children, when it ran; else measured here around the attempt)."""
+    from .runinfo import cpu_seconds
+
+    entry: dict[str, object] = {"method": slug, "status": status}
+    if report is not None:
+        entry.update(claims=len(report.claims), holding=sum(c.holds for c in report.claims),
+                     wall_seconds=report.seconds, cpu_seconds=report.cpu_seconds)
+    else:
+        entry.update(claims=None, holding=None, wall_seconds=time.perf_counter() - t0,
+                     cpu_seconds=cpu_seconds() - c0)
+    return entry
+
+
+def cpu_summary(runs: Sequence[dict[str, object]], total_cpu: float) -> str:
+    """``CPU: 123.4 s in total (this process and its children); per method: a 12.3 s, b 111.1 s``."""
+    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" for r in runs)
+    return f"CPU: {total_cpu:.1f} s in total (this process and its children); per method: {per or 'none'}"
+
+
+def _cpu(x: object) -> str:
+    return f"{x:.1f} s" if isinstance(x, (int, float)) else "n/a"
+
+
+def write_summary(out_root: Path, runs: Sequence[dict[str, object]], total: dict[str, float], *, quick: bool,
+                  held: int, n_claims: int) -> Path:
+    """Write ``OUT/summary.json`` and ``OUT/summary.md`` of an umbrella run: one row per method (status,
+    claims holding, wall and CPU seconds) and the totals (CPU: this process and every child, e.g. the
+    runner's workers); return the JSON path."""
+    import json
+
+    from .checkpoint import atomic_write_json, atomic_write_text
+
+    out_root.mkdir(parents=True, exist_ok=True)
+    data = {"quick": quick, "claims": n_claims, "holding": held, "methods": list(runs),
+            "total_wall_seconds": total["wall_seconds"], "total_cpu_seconds": total["cpu_seconds"]}
+    json.dumps(data, allow_nan=False)  # refuse NaN before writing
+    atomic_write_json(out_root / "summary.json", data)
+    lines = [f"# iclr25 reproduce ({'quick' if quick else 'full'})", "",
+             f"{held}/{n_claims} claims hold across {sum(r['status'] == 'ok' for r in runs)} method(s); "
+             f"{total['wall_seconds']:.1f} s wall, {total['cpu_seconds']:.1f} s CPU in total (this process and "
+             "its children).", "",
+             "| method | status | claims holding | wall (s) | CPU (s) |", "|---|---|---|---|---|"]
+    for r in runs:
+        claims = f"{r['holding']}/{r['claims']}" if r["claims"] is not None else ""
+        wall = f"{r['wall_seconds']:.1f}" if isinstance(r["wall_seconds"], (int, float)) else ""
+        cpu = f"{r['cpu_seconds']:.1f}" if isinstance(r["cpu_seconds"], (int, float)) else ""
+        lines.append(f"| {r['method']} | {r['status']} | {claims} | {wall} | {cpu} |")
+    lines.append(f"| **total** | | {held}/{n_claims} | {total['wall_seconds']:.1f} | {total['cpu_seconds']:.1f} |")
+    atomic_write_text(out_root / "summary.md", "\n".join(lines) + "\n")
+    return out_root / "summary.json"
 
 
 def _pass_through(slug: str, fn: Callable[..., object], passed: dict[str, object]) -> dict[str, object]:
