@@ -9,6 +9,7 @@ their :class:`~iclr25.core.config.Command` (``deprecated`` aliases), then prints
   only be a deprecated alias (``Command(..., deprecated={"--jobs": "--workers"})``, which ``--help`` does
   not list);
 * ``--quick`` only on ``reproduce``;
+* ``reproduce`` has ``--workers`` and ``--resume`` (the core runner's, issue #48);
 * every training subcommand has ``--seed`` or ``--seeds``: a subcommand is *training* when its name
   contains train/finetune/fit/sft/dpo/rlhf, or it has a learning-rate or epochs flag (``--lr``,
   ``--*-lr``, ``--lr-*``, ``--learning-rate``, ``--epochs``, ``--*-epochs``, ``--grad-accum``,
@@ -59,17 +60,69 @@ TRAIN_FLAG = re.compile(r"^--((.+-)?lr|lr-.+|learning-rate|(.+-)?epochs|grad-acc
 
 #: violations known today, per console script; each must still be one (this dict only shrinks)
 PENDING: dict[str, set[str]] = {
-    "iclr25-agpd": {"detect-folder: --num-workers (use --workers)"},
-    "iclr25-cream": {"sft: --save-steps (use --checkpoint-every)", "dpo: --save-steps (use --checkpoint-every)"},
-    "iclr25-prereq-tune": {"train-knowledge: --save-every (use --checkpoint-every)",
-                           "train-skill: --save-every (use --checkpoint-every)"},
-    "iclr25-seal": {"sft: --save-every (use --checkpoint-every)", "train-selector: --save-every (use --checkpoint-every)"},
-    "iclr25-sharpening": {"rlhf: --save-every (use --checkpoint-every)", "sft: --save-every (use --checkpoint-every)"},
-    "iclr25-vbon": {"train: --save-every (use --checkpoint-every)"},
-    "iclr25-q-adapter": {"train: --learning-rate (use --lr)", "train: --quick outside reproduce",
-                         "evaluate: --quick outside reproduce", "generate: --quick outside reproduce"},
+    "iclr25-agpd": {
+        "detect-folder: --num-workers (use --workers)",
+        "reproduce: no --resume (a runner flag)",
+    },
+    "iclr25-aihf": {"reproduce: no --workers (a runner flag)"},
+    "iclr25-air-bench": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+    },
+    "iclr25-cream": {
+        "dpo: --save-steps (use --checkpoint-every)",
+        "reproduce: no --workers (a runner flag)",
+        "sft: --save-steps (use --checkpoint-every)",
+    },
+    "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
+    "iclr25-mgvga": {"reproduce: no --workers (a runner flag)"},
+    "iclr25-multitp": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+    },
+    "iclr25-pref-sensitivity": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+    },
+    "iclr25-prereq-tune": {
+        "reproduce: no --workers (a runner flag)",
+        "train-knowledge: --save-every (use --checkpoint-every)",
+        "train-skill: --save-every (use --checkpoint-every)",
+    },
+    "iclr25-q-adapter": {
+        "evaluate: --quick outside reproduce",
+        "generate: --quick outside reproduce",
+        "reproduce: no --resume (a runner flag)",
+        "train: --learning-rate (use --lr)",
+        "train: --quick outside reproduce",
+    },
+    "iclr25-ridge-bias": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+    },
+    "iclr25-seal": {
+        "sft: --save-every (use --checkpoint-every)",
+        "train-selector: --save-every (use --checkpoint-every)",
+    },
+    "iclr25-sharpening": {
+        "reproduce: no --workers (a runner flag)",
+        "rlhf: --save-every (use --checkpoint-every)",
+        "sft: --save-every (use --checkpoint-every)",
+    },
+    "iclr25-sw-fair-clustering": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+    },
     "iclr25-ta-dpfl": {"schedule: --json-out (use --out)", "train: --quick outside reproduce"},
-    "iclr25-wm-transfer": {"reproduce: --jobs (use --workers)"},
+    "iclr25-vbon": {
+        "reproduce: no --resume (a runner flag)",
+        "reproduce: no --workers (a runner flag)",
+        "train: --save-every (use --checkpoint-every)",
+    },
+    "iclr25-wm-transfer": {
+        "reproduce: --jobs (use --workers)",
+        "reproduce: no --workers (a runner flag)",
+    },
 }
 
 COLLECT = textwrap.dedent('''
@@ -166,6 +219,10 @@ def violations(commands: dict[str, dict]) -> set[str]:
         training = bool(TRAIN_NAME.search(name)) or any(TRAIN_FLAG.match(f) for f in flags)
         if training and not flags & {"--seed", "--seeds"}:
             bad.add(f"{name}: training without --seed/--seeds")
+        if name == "reproduce":
+            for f in ("--workers", "--resume"):
+                if f not in flags:
+                    bad.add(f"reproduce: no {f} (a runner flag)")
         for old, new in cmd["deprecated"].items():
             if old in flags:
                 bad.add(f"{name}: deprecated {old} is still a flag of its own (keep it only as the alias of {new})")
@@ -212,5 +269,6 @@ def test_violations_rules():
             "eval": {"flags": ["--sft-epochs"], "deprecated": {"--old": "--gone"}}}
     assert violations(cmds) == {
         "train: training without --seed/--seeds", "fit-probe: --quick outside reproduce",
-        "reproduce: --jobs (use --workers)", "eval: training without --seed/--seeds",
+        "reproduce: --jobs (use --workers)", "reproduce: no --workers (a runner flag)",
+        "reproduce: no --resume (a runner flag)", "eval: training without --seed/--seeds",
         "eval: deprecated --old points to --gone, which is not a flag"}
