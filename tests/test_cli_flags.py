@@ -69,11 +69,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-    "iclr25-cream": {
-        "dpo: --save-steps (use --checkpoint-every)",
-        "reproduce: no --workers (a runner flag)",
-        "sft: --save-steps (use --checkpoint-every)",
-    },
     "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
     "iclr25-mgvga": {"reproduce: no --workers (a runner flag)"},
     "iclr25-multitp": {
@@ -99,10 +94,6 @@ PENDING: dict[str, set[str]] = {
     "iclr25-ridge-bias": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
-    },
-    "iclr25-seal": {
-        "sft: --save-every (use --checkpoint-every)",
-        "train-selector: --save-every (use --checkpoint-every)",
     },
     "iclr25-sharpening": {
         "reproduce: no --workers (a runner flag)",
