@@ -26,7 +26,7 @@ def _record(seed, lq_seal=0.97, lq_loss=0.74, ku=(60, 15, 1, 0), margins=(0.1, 0
     for m, u, g in zip(("random", "seal_adam", "seal_sgd", "loss_filter"), ku, margins):
         runs.append(_run(m, KEEP, u, g + 0.01 * seed))
     runs.append(_run("seal_safeinstr", KEEP, ku[2], 9.0, mixed=True))
-    return {"seed": seed, "n_ft": 450, "n_safe": 300, "keeps": [KEEP], "selection": sel, "runs": runs,
+    return {"task": "synthetic", "seed": seed, "n_ft": 450, "n_safe": 300, "keeps": [KEEP], "selection": sel, "runs": runs,
             "base": {"safe_loss": 0.1, "margin": 5.0, "refusal_rate": 1.0, "em_benign_b": 0.0}}
 
 
@@ -79,3 +79,22 @@ def test_quick_runs_without_the_oracle():
     claims = _by_name(claims_from_runs(rs, plots=False))
     assert "oracle" not in claims["safety/margin_gt_random"].note
     assert "oracle" in _by_name(claims_from_runs([_record(0), _record(1)], plots=False))["safety/margin_gt_random"].note
+
+
+def test_details_keep_methods_without_a_keep_apart(tmp_path):
+    """A run's ``keep`` None ("all of D_ft") survives the record round trip (it was turned into NaN, which
+    split standard/SafeInstr into rows of NaN in details.md)."""
+    import importlib
+    import json
+
+    rep = importlib.import_module("iclr25.seal.reproduce")
+
+    recs = {f"s{s}": json.loads(json.dumps(_record(s))) for s in (0, 1)}
+    for r in recs.values():
+        r["selection"]["seal_sgd"].update(fraction_updated_every_epoch=1.0, zip_fraction_updated_every_epoch=0.02)
+        r["selection"]["seal_adam"].update(fraction_updated_every_epoch=1.0)
+        r["selection"]["seal_sgd"]["spearman_vs_base_loss"] = None       # undefined: recorded as None
+    rep.claims_from_records(recs, (0.8,), tmp_path, plots=False)
+    md = (tmp_path / "details.md").read_text()
+    assert "| nan |" not in md  # no method row with a NaN keep
+    assert md.count("| standard | all |") == 1 and "| seal_sgd | 0.998 ± 0.000 | 0.970 ± 0.000 | nan ± nan |" in md

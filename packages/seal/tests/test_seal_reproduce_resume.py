@@ -19,7 +19,7 @@ def fake(monkeypatch):
     def job(settings, seed, deps):
         calls.append((settings["task"], seed))
         return {"task": settings["task"], "seed": seed, "n_ft": settings["n_ft"], "keeps": settings["keeps"],
-                "value": 10 * seed + 1, "runs": [], "seconds": {"total": 0.0}}
+                "value": 10 * seed + 1, "runs": [], "selection": {}, "seconds": {"total": 0.0}}
 
     monkeypatch.setattr(exp, "task_seed_job", job)
     # the claim code needs real runs; here only the bookkeeping around the jobs is under test
@@ -64,3 +64,4 @@ def test_no_private_pool_in_src():
         for bad in ("ProcessPoolExecutor", "multiprocessing", "signal.signal"):
             assert bad not in text, f"{f.name} uses {bad}: run jobs with iclr25.core.runner"
         assert len(text.splitlines()) <= 600, f"{f.name} is over 600 lines"
+

@@ -87,7 +87,8 @@ def claims_from_records(records: dict[str, Any], keeps: Sequence[float], out: st
     the plots there."""
     from iclr25.core.runner import none_to_nan
 
-    results = [none_to_nan(r) for r in records.values()]
+    # an undefined AUROC/Spearman was recorded as None: NaN again (a run's `keep` None means "all", kept)
+    results = [{**r, "selection": none_to_nan(r["selection"])} for r in records.values()]
     syn = sorted((r for r in results if r["task"] == "synthetic"), key=lambda r: r["seed"])
     real = sorted((r for r in results if r["task"] == "real"), key=lambda r: r["seed"])
     claims: list[Claim] = []
