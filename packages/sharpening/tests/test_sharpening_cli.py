@@ -168,7 +168,8 @@ def test_quick_preset_matches_the_reproduction():
     st = ReproSettings.preset(quick=True)
     assert (q["sft"]["n"], q["sft"]["epochs"], q["sft"]["lr"], q["sft"]["batch_size"]) == \
         (st.sft_n, st.sft_epochs, st.sft_lr, st.sft_batch)
-    assert (q["rlhf"]["epochs"], q["rlhf"]["lr"], q["rlhf"]["batch_size"]) == (st.rlhf_epochs, st.rlhf_lr, st.rlhf_batch)
+    assert (q["rlhf"]["epochs"], q["rlhf"]["lr"], q["rlhf"]["batch_size"], q["rlhf"]["pairs_per_prompt"]) == \
+        (st.rlhf_epochs, st.rlhf_lr, st.rlhf_batch, st.rlhf_pairs_per_prompt)
     assert q["rlhf"]["beta"] in st.rlhf_betas and q["bon"]["n"] == max(st.bon_ns)
     assert q["sft"]["num_prompts"] == st.n_train and q["bon"]["num_prompts"] == st.n_test
     assert tuple(q["reproduce"]["seeds"]) == st.seeds
