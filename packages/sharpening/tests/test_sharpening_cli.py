@@ -189,7 +189,8 @@ def test_packaged_presets_are_found_by_name(tmp_path, monkeypatch):
 
 
 def test_built_wheel_ships_the_presets(tmp_path):
-    """The wheel (built offline by uv from the uv cache) carries configs/{quick,paper}.yaml as package data."""
+    """The wheel (built offline by uv from the uv cache) carries configs/{quick,paper}.yaml and the shipped base as
+    package data."""
     import shutil
     import zipfile
 
@@ -206,6 +207,11 @@ def test_built_wheel_ships_the_presets(tmp_path):
         member = f"iclr25/sharpening/configs/{name}.yaml"
         assert member in names
         assert zipfile.ZipFile(wheel).read(member) == preset_path(name).read_bytes()
+    from iclr25.sharpening.shipped import SHIPPED_BASE_DIR
+
+    for f in ("model.safetensors", "config.json", "trapbase_train.json"):       # the shipped trap base
+        member = f"iclr25/sharpening/weights/{SHIPPED_BASE_DIR.name}/{f}"
+        assert zipfile.ZipFile(wheel).read(member) == (SHIPPED_BASE_DIR / f).read_bytes()
 
 
 def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_file, tmp_path, monkeypatch):
