@@ -16,7 +16,7 @@ from .exact import check_n
 from .rewards import LogLikelihood, SelfReward
 from .sampling import Samples, check_prompts, sample_responses, samples_from_texts
 
-__all__ = ["BoNResult", "best_of_n", "select_best", "bon_experiment"]
+__all__ = ["BoNResult", "best_of_n", "select_best"]
 
 
 def select_best(scores, n: int | None = None) -> np.ndarray:
@@ -121,26 +121,3 @@ def best_of_n(sampler, tokenizer, prompts: Sequence[str], n: int, self_reward: S
     idx = select_best(scores)
     best = [samples.responses[b][j] for b, j in enumerate(idx)]
     return BoNResult(best, idx, scores, samples)
-
-
-def bon_experiment(base, task, test: np.ndarray, base_lp, ns: Sequence[int]) -> dict:
-    """The trap reproduction's inference-time BoN on ``test``: measured accuracy per N (log-likelihood
-    self-reward on the base's own samples), the mean ``log pi_base`` of the selection, and the exact BoN law
-    of the learned base (per prompt and mean; the issue's ``1{y*=a+b}(1-(1-p*)^N)`` beside it)."""
-    from .evaluation import bon_accuracy_curve, bon_law_correct, trap_correct
-    from .exact import bon_success_probability
-
-    s = sample_responses(base.model, base.tokenizer, task.prompts(test), max(ns), max_new_tokens=4, batch_size=1024)
-    scores = LogLikelihood(base.model, batch_size=2048)(s)
-    correct = trap_correct(s, test)
-    acc = bon_accuracy_curve(scores, correct, ns)
-    sel_lp = {n: float(scores.numpy()[np.arange(len(test)), select_best(scores, n)].mean()) for n in ns}
-    c = task.correct_index(test)
-    lpn = base_lp.numpy()
-    ystar = lpn.argmax(-1)
-    pstar = np.exp(lpn.max(-1))
-    law = {n: bon_law_correct(lpn, c, n) for n in ns}
-    formula = {n: (ystar == c) * bon_success_probability(pstar, n) for n in ns}
-    return {"accuracy": acc, "selected_logp": sel_lp, "law": {n: law[n].tolist() for n in ns},
-            "formula_mean": {n: float(formula[n].mean()) for n in ns},
-            "law_mean": {n: float(law[n].mean()) for n in ns}}

@@ -21,7 +21,7 @@ def seed_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[
 
     from iclr25.core.seed import seed_everything
 
-    from .bon import bon_experiment
+    from .evaluation import bon_experiment
     from .exact import enumerate_responses
     from .pretrain import load_base
     from .rlhf import rlhf_experiment
