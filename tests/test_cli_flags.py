@@ -105,11 +105,6 @@ PENDING: dict[str, set[str]] = {
         "sft: --save-every (use --checkpoint-every)",
         "train-selector: --save-every (use --checkpoint-every)",
     },
-    "iclr25-sharpening": {
-        "reproduce: no --workers (a runner flag)",
-        "rlhf: --save-every (use --checkpoint-every)",
-        "sft: --save-every (use --checkpoint-every)",
-    },
     "iclr25-sw-fair-clustering": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
