@@ -264,11 +264,12 @@ class DemoConfig(CommonOptions, SeedOption):
 
 @dataclass(kw_only=True)
 class ReproduceConfig(ReproduceOptions):
-    """Reproduce the paper's claims at CPU scale (--quick: about 2 minutes on 2 cores)."""
+    """Reproduce the paper's claims at CPU scale (--quick: about 3 CPU-minutes)."""
 
     resume: bool = False
-    """Reuse the finished sections (bandit, convergence, gridworld, tiny LM, HH) saved under OUT/sections/ by an
-    earlier run with the same settings; only the missing sections run."""
+    """Keep the jobs an earlier run into --out finished (OUT/records/); changed settings are refused."""
+    workers: int | None = None
+    """Worker processes of the runner (default: the CPUs, at most the number of jobs; 1: in this process)."""
 
 
 @dataclass(kw_only=True)
