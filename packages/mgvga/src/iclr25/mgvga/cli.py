@@ -50,8 +50,8 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     from .graph import to_graph
     from .model import MGVGAConfig, MGVGAPretrainer
     from .parsers import load_circuit
-    from .pretrain import pretrain
     from .pools import ReproSettings, build_pools, text_encoder
+    from .pretrain import pretrain
 
     dev = str(choose_device(c.device))
     s = ReproSettings(n_synthetic=c.n_synthetic, synth_widths=(2, c.synth_max_width), max_nodes=c.max_nodes,
