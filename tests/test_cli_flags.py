@@ -65,7 +65,6 @@ PENDING: dict[str, set[str]] = {
         "detect-folder: --num-workers (use --workers)",
         "reproduce: no --resume (a runner flag)",
     },
-    "iclr25-aihf": {"reproduce: no --workers (a runner flag)"},
     "iclr25-air-bench": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
@@ -76,7 +75,6 @@ PENDING: dict[str, set[str]] = {
         "sft: --save-steps (use --checkpoint-every)",
     },
     "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
-    "iclr25-mgvga": {"reproduce: no --workers (a runner flag)"},
     "iclr25-multitp": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",

@@ -40,6 +40,7 @@ USAGE_NOT_RUN = {
 #: a command of the base install that needs an extra: (argv after the script, the extra it must name)
 MISSING_EXTRA = {
     "tie": (["reproduce", "--quick"], ("[offline]", "[clip]")),
+    "mgvga": (["reproduce", "--quick"], ("[text]",)),
     "ridge-bias": (["reproduce", "--quick"], ("[digits]",)),
     "pref-sensitivity": (["heatmap"], ("[plot]",)),
 }
