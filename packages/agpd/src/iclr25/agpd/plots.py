@@ -112,22 +112,29 @@ def write_plots(runs: list[dict], out: str | Path, scale: str = "") -> list[str]
         if pl[0] is not None:
             groups["clean + planted\nclass 0 z"] = [p["z_target"] for p in pl]
     if groups:
-        fig, ax = plt.subplots(figsize=(8, 4.2), dpi=100)
-        names = list(groups)
-        st = [_stat(groups[k]) for k in names]
-        x = np.arange(len(names))
-        ax.bar(x, [max(s[0], 1e-3) if math.isfinite(s[0]) else 0 for s in st], 0.6,
-               yerr=[s[1] for s in st], capsize=3, color="tab:blue", alpha=0.7)
-        for i, k in enumerate(names):
-            v = [z for z in groups[k] if z is not None and math.isfinite(z)]
-            ax.plot([i] * len(v), [max(z, 1e-3) for z in v], "ko", ms=4)
-        ax.axhline(math.e ** 2, color="tab:red", lw=1, ls="--", label=f"tau_z = e^2 = {math.e ** 2:.2f}")
-        ax.set_yscale("symlog", linthresh=10)
-        ax.set_xticks(x, names, fontsize=9)
-        ax.set_ylabel("robust z (layer where it is highest)", fontsize=10)
-        ax.tick_params(labelsize=9)
-        ax.set_title(f"Stage 2: named iff z >= e^2 (bars: mean ± sd, dots: {n} seed(s))", fontsize=10)
-        ax.legend(fontsize=9)
+        planted = {k: v for k, v in groups.items() if k.startswith("clean + planted")}
+        main = {k: v for k, v in groups.items() if k not in planted}
+        panels = [g for g in (main, planted) if g]
+        fig, axes = plt.subplots(1, len(panels), figsize=(11 if len(panels) > 1 else 8, 4.2), dpi=100,
+                                 gridspec_kw={"width_ratios": [len(g) for g in panels]}, squeeze=False)
+        for ax, grp in zip(axes[0], panels):
+            names = list(grp)
+            st = [_stat(grp[k]) for k in names]
+            x = np.arange(len(names))
+            ax.bar(x, [s[0] if math.isfinite(s[0]) else 0.0 for s in st], 0.6, yerr=[s[1] for s in st], capsize=3,
+                   color="tab:blue", alpha=0.6)
+            for i, k in enumerate(names):
+                v = [z for z in grp[k] if z is not None and math.isfinite(z)]
+                ax.plot([i] * len(v), v, "ko", ms=4, label="one seed" if i == 0 else None)
+            ax.axhline(math.e ** 2, color="tab:red", lw=1, ls="--", label=f"tau_z = e^2 = {math.e ** 2:.2f}")
+            ax.set_xticks(x, names, fontsize=9)
+            ax.set_ylim(min(0.0, ax.get_ylim()[0]), max(ax.get_ylim()[1], 1.15 * math.e ** 2))
+            ax.tick_params(labelsize=9)
+        axes[0][0].legend(fontsize=9, loc="upper left")
+        axes[0][0].set_ylabel("robust z (layer where it is highest)", fontsize=10)
+        axes[0][0].set_title(f"Stage 2 names a class iff z >= e^2 (bars: mean ± sd over {n} seed(s))", fontsize=10)
+        if len(panels) > 1:
+            axes[0][1].set_title("a certain target planted", fontsize=10)
         fig.tight_layout()
         fig.savefig(out / PLOT_TARGET)
         plt.close(fig)
