@@ -212,7 +212,7 @@ class DetectFolderConfig(CommonOptions):
     """Per-channel normalisation the model was trained with (with --std); default none ([0, 1] pixels)."""
     std: tuple[float, ...] | None = None
     batch_size: int = 256
-    num_workers: int = 0
+    workers: int = 0
     """DataLoader worker processes decoding images."""
     amp: Literal["off", "bf16", "fp16"] = "off"
     """Autocast for the gradient passes on CUDA (off on CPU)."""
@@ -224,8 +224,8 @@ class DetectFolderConfig(CommonOptions):
     def __post_init__(self) -> None:
         if self.channels not in (1, 3):
             raise ValueError(f"channels={self.channels} must be 1 or 3")
-        if self.batch_size < 1 or self.num_workers < 0 or self.clean_per_class < 1:
-            raise ValueError("batch_size and clean_per_class must be >= 1, num_workers >= 0")
+        if self.batch_size < 1 or self.workers < 0 or self.clean_per_class < 1:
+            raise ValueError("--batch-size and --clean-per-class must be >= 1, --workers >= 0")
         if (self.mean is None) != (self.std is None):
             raise ValueError("give both --mean and --std, or neither")
 
