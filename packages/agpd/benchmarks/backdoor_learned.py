@@ -40,10 +40,10 @@ def main() -> None:
     s = SETTINGS[args.quick]
     rows = []
     for ck in sorted((args.run / "checkpoints").glob("*.pt")):
-        m = re.fullmatch(r"(badnets|blended)(?:-seed(\d+))?", ck.stem)
+        m = re.fullmatch(r"(badnets|blended)_seed(\d+)", ck.stem)  # reproduce's job names (attack_seed<s>)
         if not m:
             continue
-        attack, seed = m[1], int(m[2] or 0)
+        attack, seed = m[1], int(m[2])
         st = load_checkpoint(ck)
         if st["epoch"] != s["epochs"]:
             print(f"{ck.name}: epoch {st['epoch']} of {s['epochs']} (unfinished), skipped")

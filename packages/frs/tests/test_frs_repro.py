@@ -35,6 +35,25 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
     assert "Triggered texts are all of class 0" in note["asr/frs_lt_uniform"]
     assert "On clean texts, like for like" in note["radius/frs_unconditional_ge_uniform"]
     assert "Not like for like" in note["radius/frs_certified_gt_uniform"]
+    # the core record's fields (issue #45 §1) and the figures beside the claims (issue #47 §2)
+    for c in claims:
+        assert c.kind in ("headline", "mechanism", "sanity") and c.paper_ref, c.name
+        assert "prototype" not in c.paper and "spec" not in c.paper_ref, c.name
+        assert c.paper_value is None and "direction only" in c.paper_ref, c.name  # the paper gives no cell values
+        assert c.plot in ("arms.png", "radius.png"), c.name
+    by = {c.name: c for c in claims}
+    assert by["backdoor/survives_clean_finetune"].n_seeds == 1 and by["backdoor/survives_clean_finetune"].spread is None
+    asr = m["aggregate"]
+    gaps = [f - u for f, u in zip(asr["frs"]["ASR"]["values"], asr["uniform"]["ASR"]["values"])]
+    assert by["asr/frs_lt_uniform"].n_seeds == 2
+    assert by["asr/frs_lt_uniform"].spread == pytest.approx(abs(gaps[0] - gaps[1]) / 2 ** 0.5)
+    for png in ("arms.png", "radius.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+    # the claims are a function of metrics.json: rebuilt without models they are the same
+    from iclr25.frs.claims import claims_from_metrics
+
+    again = claims_from_metrics(m)
+    assert [(c.name, c.holds, c.note, c.spread) for c in again] == [(c.name, c.holds, c.note, c.spread) for c in claims]
 
 
 @pytest.mark.slow

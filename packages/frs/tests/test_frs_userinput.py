@@ -6,8 +6,9 @@ import json
 import pytest
 
 from iclr25.frs.bmps import train_classifier
-from iclr25.frs.cli import _align_labels, main
+from iclr25.frs.cli import main
 from iclr25.frs.data import load_dataset, load_jsonl
+from iclr25.frs.labels import align_labels as _align_labels
 from iclr25.frs.models import TinyClassifier, Vocab
 
 

@@ -262,14 +262,14 @@ def cmd_detect_folder(cfg: DetectFolderConfig) -> int:
             raise ValueError(f"--truth {cfg.truth} has {len(truth)} entries but the data set has {len(ds)} images")
     net = _folder_model(cfg.model, cfg.arch, cfg.num_classes or (len(classes) or None), cfg.channels)
     net.to(_device(cfg.device)).eval()
-    loader = make_loader(ds, cfg.batch_size, cfg.num_workers)
-    cloader = make_loader(clean, cfg.batch_size, cfg.num_workers)
+    loader = make_loader(ds, cfg.batch_size, cfg.workers)
+    cloader = make_loader(clean, cfg.batch_size, cfg.workers)
     det = AGPD(net, layers=list(cfg.layers) if cfg.layers else None, config=cfg.agpd)
     K = net.linear.out_features if hasattr(net, "linear") else None
     res = det.detect(loader, None, cloader, None, batch_size=cfg.batch_size, num_classes=K,
                      progress=not cfg.quiet, amp=None if cfg.amp == "off" else cfg.amp)
     out = {"agpd": res.summary(), "n": len(res.poison_mask), "classes": classes,
-           "streamed": {"batch_size": cfg.batch_size, "num_workers": cfg.num_workers, "amp": cfg.amp}}
+           "streamed": {"batch_size": cfg.batch_size, "workers": cfg.workers, "amp": cfg.amp}}
     if truth is not None:
         out["metrics"] = detection_metrics(truth, res.poison_mask)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -309,7 +309,8 @@ COMMANDS = {
     "train": Command(TrainConfig, cmd_train, "train a classifier on a poisoned data set (checkpoints, --resume)"),
     "detect": Command(DetectConfig, cmd_detect, "run AGPD (+ Spectral / AC baselines) on a trained model"),
     "detect-folder": Command(DetectFolderConfig, cmd_detect_folder,
-                             "run AGPD on an ImageFolder / torchvision data set, streamed (needs [vision])"),
+                             "run AGPD on an ImageFolder / torchvision data set, streamed (needs [vision])",
+                             {"--num-workers": "--workers"}),
     "reproduce": reproduce_command("agpd", "iclr25.agpd.reproduce:reproduce", __version__, config=ReproduceConfig,
                                    help="reproduce the paper's claims (--quick: digits, 2 seeds)"),
     "demo": Command(DemoConfig, cmd_demo, "AGPD on synthetic gradients with a planted poisoned cluster"),

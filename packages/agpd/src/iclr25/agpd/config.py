@@ -212,7 +212,7 @@ class DetectFolderConfig(CommonOptions):
     """Per-channel normalisation the model was trained with (with --std); default none ([0, 1] pixels)."""
     std: tuple[float, ...] | None = None
     batch_size: int = 256
-    num_workers: int = 0
+    workers: int = 0
     """DataLoader worker processes decoding images."""
     amp: Literal["off", "bf16", "fp16"] = "off"
     """Autocast for the gradient passes on CUDA (off on CPU)."""
@@ -224,8 +224,8 @@ class DetectFolderConfig(CommonOptions):
     def __post_init__(self) -> None:
         if self.channels not in (1, 3):
             raise ValueError(f"channels={self.channels} must be 1 or 3")
-        if self.batch_size < 1 or self.num_workers < 0 or self.clean_per_class < 1:
-            raise ValueError("batch_size and clean_per_class must be >= 1, num_workers >= 0")
+        if self.batch_size < 1 or self.workers < 0 or self.clean_per_class < 1:
+            raise ValueError("--batch-size and --clean-per-class must be >= 1, --workers >= 0")
         if (self.mean is None) != (self.std is None):
             raise ValueError("give both --mean and --std, or neither")
 
@@ -235,13 +235,16 @@ class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale and write results.json / results.md."""
 
     threads: int | None = 1
-    """torch threads (1 is fastest for these small convolutions); with --workers > 1, per worker."""
-    workers: int = 1
-    """experiments (seed x attack) run at once, each in its own single-threaded process (2 on 2 cores
-    halves the wall time of the 3-seed full run); the records and claims are the same as with 1."""
+    """torch threads of each experiment (1 is fastest for these small convolutions)."""
+    workers: int | None = None
+    """experiments (seed x attack) run at once, each in its own single-threaded process (default: the
+    CPUs available; 1 = in this process); the records and claims are the same whatever the number."""
+    resume: bool = False
+    """keep the experiments an interrupted run in --out finished (records/) and resume a training from its
+    checkpoint; changed settings are refused."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or self.workers < 1:
+        if self.workers is not None and (isinstance(self.workers, bool) or self.workers < 1):
             raise ValueError(f"--workers {self.workers} must be >= 1 (1 = one experiment after the other)")
 
 

@@ -162,7 +162,7 @@ def stream_gradients(model: nn.Module, data, layers: Sequence[str], *, y: Tensor
     preds: list[Tensor] = []
     autocast_context(dev, amp)  # validates amp before any batch is read
     try:
-        from tqdm.auto import tqdm
+        from iclr25.core.progress import progress as _bar
 
         total = None
         if isinstance(data, Tensor):
@@ -170,8 +170,8 @@ def stream_gradients(model: nn.Module, data, layers: Sequence[str], *, y: Tensor
         elif hasattr(data, "__len__"):
             total = len(data)
         non_blocking = dev.type == "cuda"
-        for xb, yb in tqdm(iter_batches(data, y, batch_size), total=total, desc="activation gradients",
-                           disable=not progress):
+        for xb, yb in _bar(iter_batches(data, y, batch_size), total=total, desc="activation gradients",
+                           unit="batch", quiet=None if progress else True):
             xb = xb.to(dev, non_blocking=non_blocking)
             if not xb.is_floating_point():
                 raise ValueError(f"images must be float (got {xb.dtype}); divide uint8 images by 255")

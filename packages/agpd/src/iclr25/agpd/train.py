@@ -136,9 +136,10 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, epochs: int = 30, b
             sched.load_state_dict(st["scheduler"])
         start = int(st["epoch"])
         log.info("resumed from %s at epoch %d", checkpoint, start)
-    from tqdm.auto import tqdm
+    from iclr25.core.progress import progress as _bar
 
-    for epoch in tqdm(range(start, epochs), desc="train", disable=not progress, initial=start, total=epochs):
+    for epoch in _bar(range(start, epochs), desc="train", unit="epoch", quiet=None if progress else True,
+                      initial=start, total=epochs):
         model.train()
         g = torch.Generator().manual_seed(seed * 100003 + epoch)
         perm = torch.randperm(len(x), generator=g)

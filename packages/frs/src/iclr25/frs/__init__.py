@@ -71,7 +71,7 @@ _LAZY = {
     "TorchTextClassifier": "models",
     "CallableClassifier": "models",
     "check_proba": "models",
-    "load_classifier": "models",
+    "load_classifier": "loading",
     "HFClassifier": "hf",
     "MiniLMClassifier": "hf",
     "TextDataset": "data",
@@ -113,6 +113,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .distance import damerau_levenshtein, insert_trigger, trigger_tokens  # noqa: F401
     from .evaluate import evaluate_arm  # noqa: F401
     from .hf import HFClassifier, MiniLMClassifier  # noqa: F401
+    from .loading import load_classifier  # noqa: F401
     from .mcts import MCTSFuzzer, SearchTrace, kl_divergence  # noqa: F401
     from .metrics import attack_success_rate, clean_accuracy, poisoned_accuracy, trigger_hit_rate  # noqa: F401
     from .models import (  # noqa: F401
@@ -122,7 +123,6 @@ if TYPE_CHECKING:  # pragma: no cover
         TorchTextClassifier,
         Vocab,
         check_proba,
-        load_classifier,
     )
     from .randomize import FuzzRates, fuzz_rates, targeted_randomize, uniform_randomize  # noqa: F401
     from .smoothing import ARMS, FRSClassifier, Vote, make_arm  # noqa: F401

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def _load_model(spec: str, device: str, *, token_unit: str = "whitespace", num_l
         from .hf import MiniLMClassifier
 
         return MiniLMClassifier.create(num_labels or 2, device=device, token_unit=token_unit)
-    from .models import load_classifier
+    from .loading import load_classifier
 
     p = Path(spec)
     if p.exists() and not (p / "config.json").is_file():
@@ -201,45 +200,11 @@ def _finetune(cfg: FinetuneConfig) -> int:
     return 0
 
 
-def _align_labels(ds, model, *, declared: bool, source: str = "the data"):
-    """Map an evaluation file's labels with the model's class names (saved at training time): a test file
-    holding only some classes (e.g. only "pos") must not be renumbered from 0. Declared ``--labels`` and
-    non-negative integer class indices are kept as they are.
-
-    Raises:
-        ValueError: a label that is not one of the model's class names (it would otherwise be mapped in
-            sorted order, silently); the message names the unknown labels and the fix.
-    """
-    names = [str(x) for x in getattr(model, "label_names", None) or []]
-    if declared and names:  # --labels naming the model's classes in another order would flip them silently
-        clash = [f"{n!r} is class {i} in --labels but class {names.index(n)} of the model"
-                 for i, n in enumerate(ds.label_names) if n in names and names.index(n) != i]
-        if clash:
-            raise ValueError(f"{source}: --labels {' '.join(ds.label_names)} contradicts the model's class names "
-                             f"{names}: {'; '.join(clash)}; give them in the model's order (or drop --labels)")
-    if declared or not names or ds.label_names == names[:len(ds.label_names)]:
-        return ds
-    if ds.label_names == [str(i) for i in range(len(ds.label_names))] and not set(ds.label_names) <= set(names):
-        if len(ds.label_names) <= len(names):
-            return ds  # integer class indices
-        bad = sorted({y for y in ds.labels if y >= len(names)})
-        raise ValueError(f"{source}: class index(es) {', '.join(map(str, bad))} outside the model's {len(names)} "
-                         f"classes 0..{len(names) - 1} ({names})")
-    unknown = sorted(set(ds.label_names[y] for y in ds.labels) - set(names))
-    if unknown:
-        raise ValueError(f"{source}: label(s) {', '.join(map(repr, unknown))} are not among the model's class names "
-                         f"{names}; relabel the file with those names (or class indices 0..{len(names) - 1}), or "
-                         f"pass the file's label names in the model's class order with --labels NAME0 NAME1 ...")
-    idx = {n: i for i, n in enumerate(names)}
-    ds.labels = [idx[ds.label_names[y]] for y in ds.labels]
-    ds.label_names = list(names)
-    return ds
-
-
 def _test_sets(cfg, model, n_clean, n_triggered):
     from .data import tokenize, triggered_set
+    from .labels import align_labels
 
-    ds = _align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels), source=f"--data {cfg.data}")
+    ds = align_labels(_load_data(cfg, cfg.split), model, declared=bool(cfg.labels), source=f"--data {cfg.data}")
     toks = tokenize(ds.texts, tokenizer=model.tokenize)
     if max(ds.labels) >= model.num_classes:
         raise ValueError(f"the data has labels {ds.label_names} but the model has {model.num_classes} classes")
@@ -281,92 +246,20 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     return 0
 
 
-def _shard() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from the launcher's environment (``accelerate launch``,
-    ``torchrun``, SLURM-style ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``); (0, 1, 0) for one process."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    rank = int(os.environ.get("RANK", "0") or 0)
-    local = int(os.environ.get("LOCAL_RANK", str(rank)) or 0)
-    if world < 1 or not 0 <= rank < world:
-        raise ValueError(f"bad launcher environment: RANK={rank}, WORLD_SIZE={world}")
-    return rank, world, local
-
-
-def _wait_for_shards(out: Path, world: int, timeout_s: float = 24 * 3600.0) -> None:
-    """Rank 0 waits until every shard wrote its ``.done`` marker (no distributed backend needed)."""
-    import time
-
-    t0 = time.monotonic()
-    while not all((out / f"certificates.shard{i}.done").is_file() for i in range(world)):
-        if time.monotonic() - t0 > timeout_s:
-            raise RuntimeError(f"shards did not finish within {timeout_s:.0f} s")
-        time.sleep(1.0)
-
-
-def merge_shards(out: Path, num: int) -> Path:
-    """Merge ``certificates.shard<i>.jsonl`` into ``certificates.jsonl`` sorted by index (duplicates: last wins)."""
-    from iclr25.core.jsonl import read_jsonl, write_jsonl
-
-    recs = {}
-    for i in range(num):
-        p = out / f"certificates.shard{i}.jsonl"
-        if p.is_file():
-            for r in read_jsonl(p, required=("index",), torn_tail="drop"):
-                recs[int(r["index"])] = r
-    final = out / "certificates.jsonl"
-    write_jsonl(final, [recs[k] for k in sorted(recs)])
-    return final
-
-
-#: certify flags that may change between a run and its --resume (they do not change a certificate)
-_RESUMABLE = {"out", "device", "threads", "quiet", "resume", "chunk", "n"}
-#: content digests in certify_settings.json (absent from runs written before they were added)
-_CONTENT_KEYS = {"model_fingerprint", "data_sha256"}
-
-
-def _certify_settings(cfg: CertifyConfig) -> dict:
-    """The settings a certificate depends on (all flags but those in ``_RESUMABLE``), JSON-ready."""
-    from dataclasses import fields
-
-    def js(v):
-        return list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
-
-    return {f.name: js(getattr(cfg, f.name)) for f in fields(cfg) if f.name not in _RESUMABLE}
-
-
-def _model_fingerprint(spec: str) -> str:
-    """A digest of a model folder's files (names, sizes, and their first and last MiB), so that a model
-    retrained into the same folder is not taken for the one the certificates came from; a hub id or
-    ``minilm`` is its own fingerprint."""
-    import hashlib
-
-    p = Path(spec)
-    if not p.is_dir():
-        return spec
-    h = hashlib.sha256()
-    for f in sorted(q for q in p.rglob("*") if q.is_file()):
-        size = f.stat().st_size
-        h.update(f"{f.relative_to(p).as_posix()}\x1f{size}\n".encode())
-        with f.open("rb") as fh:
-            h.update(fh.read(1 << 20))
-            if size > 2 << 20:
-                fh.seek(-(1 << 20), 2)
-                h.update(fh.read())
-    return h.hexdigest()
-
-
 def _certify(cfg: CertifyConfig) -> int:
     import warnings
 
-    from iclr25.core.jsonl import append_jsonl, read_jsonl, write_jsonl
+    from iclr25.core.jsonl import append_jsonl, read_jsonl
     from iclr25.core.progress import progress
     from iclr25.core.runinfo import write_run_files
 
     from .certification import Certificate, certify, summarize_certificates
+    from .certify_resume import certify_settings, model_fingerprint, resume_certificates
+    from .shards import merge_shards, shard_env, wait_for_shards
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    rank, world, local = _shard()
+    rank, world, local = shard_env()
     dev = _device(cfg.device)
     if world > 1 and dev == "cuda":
         dev = f"cuda:{local}"
@@ -375,36 +268,14 @@ def _certify(cfg: CertifyConfig) -> int:
     texts, labels = (tx, ty) if cfg.triggered else (cx, cy)
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
-    done = set()
     from .bmps import _data_digest
 
     # the model and the data by content, not only by path: a model retrained into the same folder or an
     # edited data file must not be resumed into certificates of the old ones
-    settings = {**_certify_settings(cfg), "model_fingerprint": _model_fingerprint(cfg.model),
+    settings = {**certify_settings(cfg), "model_fingerprint": model_fingerprint(cfg.model),
                 "data_sha256": _data_digest([[t] for t in ds.texts], ds.labels)}
     spath = out / "certify_settings.json"
-    if path.is_file():
-        if not cfg.resume:
-            raise ValueError(f"{path} exists; pass --resume to continue it or choose another --out")
-        if not spath.is_file():  # written before the first certificate: without it the settings cannot be checked
-            raise ValueError(f"--resume: {spath} is missing, so the settings of the certificates in {path} cannot be "
-                             "checked; resuming could mix certificates of two settings (use another --out)")
-        if spath.is_file():
-            old = json.loads(spath.read_text())
-            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
-                          and not (k in _CONTENT_KEYS and k not in old))  # runs written before the digests
-            if diff:
-                raise ValueError("--resume: the settings differ from those of the certificates in "
-                                 f"{path}: " + ", ".join(f"{k} (was {old.get(k)!r}, now {settings.get(k)!r})"
-                                                         for k in diff)
-                                 + "; resuming would mix certificates of two settings (only --n, --chunk, "
-                                 "--device, --threads, --quiet may change; use another --out)")
-        kept = read_jsonl(path, required=("index",), torn_tail="drop")
-        if len(kept) != sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()):
-            # a line torn by a crash: rewrite the file without it, or the appended records would leave it
-            # in the middle of the file, where it is an error
-            write_jsonl(path, kept)
-        done = {int(r["index"]) for r in kept}
+    done = resume_certificates(path, spath, settings, cfg.resume)
     if not spath.is_file() or not path.is_file():
         _write_json(spath, settings)
     mine = [i for i in range(len(texts)) if i % world == rank and i not in done]
@@ -427,7 +298,7 @@ def _certify(cfg: CertifyConfig) -> int:
         (out / f"certificates.shard{rank}.done").write_text("done\n")
         if rank != 0:
             return 0
-        _wait_for_shards(out, world)
+        wait_for_shards(out, world)
         path = merge_shards(out, world)
         for i in range(world):
             (out / f"certificates.shard{i}.done").unlink()

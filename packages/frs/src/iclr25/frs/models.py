@@ -39,7 +39,6 @@ __all__ = [
     "TinyClassifier",
     "CallableClassifier",
     "check_proba",
-    "load_classifier",
 ]
 
 log = logging.getLogger(__name__)
@@ -517,24 +516,3 @@ class CallableClassifier:
     def predict_proba(self, batch: Sequence[Sequence[str]]) -> np.ndarray:
         batch = [list(t) for t in batch]
         return check_proba(self.fn(batch), len(batch), self.num_classes)
-
-
-def load_classifier(name_or_path: str, *, device: str = "cpu", **hf_kwargs) -> TorchTextClassifier:
-    """Load a saved classifier: a tiny-encoder folder, a Hugging Face sequence-classification
-    folder or hub id (offline unless allowed; extra ``[hf]``), or ``"minilm"`` (extra ``[minilm]``).
-
-    Raises:
-        FileNotFoundError: a missing path, or an HF id not available offline.
-    """
-    p = Path(name_or_path)
-    if (p / "config.json").is_file():
-        cfg = json.loads((p / "config.json").read_text())
-        if cfg.get("kind") == "tiny-encoder":
-            return TinyClassifier.load(p, device)
-        if cfg.get("kind") == "minilm-head":
-            from .hf import MiniLMClassifier
-
-            return MiniLMClassifier.load(p, device=device)
-    from .hf import HFClassifier
-
-    return HFClassifier.from_pretrained(name_or_path, device=device, **hf_kwargs)

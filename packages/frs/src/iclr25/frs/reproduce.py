@@ -23,21 +23,12 @@ import numpy as np
 
 from iclr25.core.results import Claim
 
+from .claims import ARM_ORDER, CLAIM_NAMES, aggregate, arms_table, build_claims, class_table
+
 __all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES", "ARM_ORDER"]
 
 log = logging.getLogger(__name__)
 
-CLAIM_NAMES = (
-    "backdoor/survives_clean_finetune",
-    "asr/frs_lt_uniform",
-    "clean_acc/frs_cost",
-    "mechanism/mcts_trigger_hit_rate",
-    "ablation/frs_lt_no_bmps",
-    "radius/frs_empirical_gt_uniform",
-    "radius/frs_certified_gt_uniform",
-    "radius/frs_unconditional_ge_uniform",
-)
-ARM_ORDER = ("none", "uniform", "frs", "ftr-only", "bmps-only")
 
 #: quick preset (issue #26): ~1.5 CPU-minutes
 QUICK = dict(
@@ -51,17 +42,6 @@ QUICK = dict(
 #: full CPU preset (spec settings): 6,000 phrases, 3 epochs, d = 64, 872 + 428 texts, K = 8, I = 32, 3 seeds
 FULL = dict(QUICK, n_attack=6000, d_model=64, d_ff=128, n_clean=872, n_triggered=428, k=8, iterations=32,
             n_empirical=50, seeds=(0, 1, 2))
-
-
-def _mean_sd(xs) -> tuple[float, float]:
-    a = np.asarray([x for x in xs], dtype=float)
-    if a.size == 0 or np.all(np.isnan(a)):
-        return float("nan"), float("nan")
-    return float(np.nanmean(a)), float(np.nanstd(a, ddof=1)) if a.size > 1 else 0.0
-
-
-def _fmt(m: float, s: float, d: int = 1) -> str:
-    return f"{m:.{d}f} ± {s:.{d}f}"
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: list[int] | None = None, device: str = "auto",
@@ -245,7 +225,7 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str, resume: bool = F
         per_seed.append(res)
     bar.close()
     seconds = time.perf_counter() - t0
-    agg = _aggregate(per_seed)
+    agg = aggregate(per_seed)
     warns = sorted({w for r in per_seed for arm in ARM_ORDER for w in r[arm]["warnings"]})
     stage_seconds = setup.get("train_seconds", 0.0) + sum(
         r[a].get(k, 0.0) for r in per_seed for a in ARM_ORDER for k in ("seconds", "empirical_seconds"))
@@ -254,12 +234,15 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str, resume: bool = F
             "stage_seconds_all_invocations": stage_seconds, "max_len": max_len, "vocab_size": len(vocab),
             "poisoned": int(len(pidx)), "attack_finetune_overlap": overlap, "occlusion_rate": occl,
             "single_models": pre, "aggregate": agg, "per_seed": per_seed, "warnings": warns,
-            "truncated_texts": int(frs_model.truncated),
+            "truncated_texts": int(frs_model.truncated), "label_names": list(tr.label_names),
             "torch_threads": torch.get_num_threads()}
     (out / "metrics.json").write_text(json.dumps(meta, indent=2, default=float))
-    (out / "arms.md").write_text(_arms_table(agg, seeds, p) + "\n" + _class_table(agg, list(tr.label_names)))
+    (out / "arms.md").write_text(arms_table(agg, seeds, p) + "\n" + class_table(agg, list(tr.label_names)))
+    from .plots import write_plots
+
+    write_plots(agg, out, len(seeds), f"{p['data']}, d = {p['d_model']}, K = {p['k']}, n = {p['n_random']}")
     ck.finish()
-    return _claims(agg, pre, occl, p, seeds, warns, names=list(tr.label_names))
+    return build_claims(agg, pre, occl, p, seeds, warns, names=list(tr.label_names))
 
 
 def _write_jsonl(path: Path, recs: list[dict]) -> None:
@@ -375,212 +358,3 @@ def _occlusion_rate(model, tx, spans, kl) -> float:
     return float(np.mean([spans[b][0] <= best[b][0] < spans[b][1] for b in range(len(tx))]))
 
 
-_KEYS = ("CA", "PA", "ASR", "hit_rate", "random_segment_hit_rate", "hit_rate_c_sqrt2", "hit_rate_all_operators",
-         "abstention_clean", "abstention_triggered", "mean_radius_clean", "mean_radius_triggered",
-         "mean_radius_tokens_clean", "mean_radius_tokens_triggered", "mean_radius_unconditional_triggered",
-         "mean_radius_unconditional_clean",
-         "certified_rate_triggered", "empirical_radius", "empirical_radius_max", "tie_rate_clean",
-         "tie_rate_triggered", "copy_agreement", "num_votes", "short_texts")
-
-
-def _class_keys(per_seed: list[dict], arm: str) -> list[str]:
-    """The per-class keys (``..._c<class>``) of an arm's results."""
-    import re
-
-    return sorted({k for r in per_seed for k in r[arm] if re.fullmatch(r".+_c\d+", k)})
-
-
-def _aggregate(per_seed: list[dict]) -> dict:
-    agg: dict = {}
-    for arm in ARM_ORDER:
-        agg[arm] = {}
-        for k in (*_KEYS, *_class_keys(per_seed, arm)):
-            vals = [r[arm].get(k) for r in per_seed if r[arm].get(k) is not None]
-            if vals and all(isinstance(v, (int, float)) for v in vals):
-                m, s = _mean_sd(vals)
-                agg[arm][k] = {"mean": m, "sd": s, "values": vals}
-    return agg
-
-
-def _g(agg, arm, k, what="mean"):
-    return agg[arm].get(k, {}).get(what, float("nan"))
-
-
-def _arms_table(agg: dict, seeds, p) -> str:
-    rows = ["| arm | CA (%) | PA (%) | ASR (%) | hit rate | abstain clean / trig. (%) | mean cert. radius trig. "
-            "(tokens) | empirical radius |", "|---|---|---|---|---|---|---|---|"]
-    for arm in ARM_ORDER:
-        def f(k, d=1, arm=arm):
-            m, s = _g(agg, arm, k), _g(agg, arm, k, "sd")
-            return "—" if not np.isfinite(m) else _fmt(m, s, d)
-        rows.append(f"| {arm} | {f('CA')} | {f('PA')} | {f('ASR')} | {f('hit_rate', 2)} | "
-                    f"{f('abstention_clean')} / {f('abstention_triggered')} | {f('mean_radius_tokens_triggered', 3)} | "
-                    f"{f('empirical_radius', 3)} |")
-    return (f"Mean ± sd over smoothing seeds {list(seeds)}; K = {p['k']}, n = {p['n_random']}, I = {p['iterations']}, "
-            f"ω_M = {p['w_mid']}, ω_H = {p['w_high']}, α = {p['alpha']}; {p['n_clean']} clean + {p['n_triggered']} "
-            f"triggered texts.\n\n" + "\n".join(rows) + "\n")
-
-
-def _classes(agg: dict, prefix: str, arm: str = "none") -> list[int]:
-    """Class indices with a ``<prefix>_c<c>`` entry for ``arm``."""
-    return sorted(int(k[len(prefix) + 2:]) for k in agg[arm] if k.startswith(prefix + "_c") and k[len(prefix) + 2:].isdigit())
-
-
-def _class_table(agg: dict, names: list[str]) -> str:
-    """Per-class table (issue #40): clean accuracy, certified accuracy, abstention and mean certified radius on
-    the clean texts, and the empirical radius, per true class and arm (mean ± sd over seeds)."""
-    rows = ["Per true class (clean texts; certified accuracy = correct, not abstained, radius > 0; radius as a "
-            "fraction of L, abstained / wrong texts count 0):", "",
-            "| arm | class | n | CA (%) | certified acc. (%) | wrong label certified (%) | abstain (%) | mean cert. radius "
-            "| empirical radius |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for arm in ARM_ORDER:
-        for c in _classes(agg, "CA", arm):
-            def f(k, d=1, arm=arm, c=c):
-                m, sd = _g(agg, arm, f"{k}_c{c}"), _g(agg, arm, f"{k}_c{c}", "sd")
-                return "—" if not np.isfinite(m) else _fmt(m, sd, d)
-            name = names[c] if c < len(names) else str(c)
-            rows.append(f"| {arm} | {name} | {int(_g(agg, arm, f'n_clean_c{c}'))} | {f('CA')} | "
-                        f"{f('certified_accuracy_clean')} | {f('wrong_certified_clean')} | {f('abstention_clean')} | {f('mean_radius_clean', 4)} | "
-                        f"{f('empirical_radius', 3)} |")
-    return "\n".join(rows) + "\n"
-
-
-def _claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: list[str] | None = None) -> list[Claim]:
-    def ms(arm, k):
-        return _g(agg, arm, k), _g(agg, arm, k, "sd")
-
-    def cname(c):
-        return f"class {names[c] if names and c < len(names) else c}"
-
-    def by_class(arm, k, d=1):
-        """'neg 12.0 ± 1.0, pos 80.0 ± 2.0' for the per-class values of ``k`` (``k_c<c>``)."""
-        return ", ".join(f"{cname(c)} {_fmt(*ms(arm, f'{k}_c{c}'), d)}" for c in _classes(agg, k, arm)) or "n/a"
-
-    def class_verdict(holds_by_class: dict[int, bool]) -> str:
-        """Which classes a claim holds on, said outright when it is not all of them."""
-        yes = [cname(c) for c, h in holds_by_class.items() if h]
-        no = [cname(c) for c, h in holds_by_class.items() if not h]
-        if not no:
-            return f"holds on every class ({', '.join(yes)})"
-        if not yes:
-            return f"holds on no single class ({', '.join(no)})"
-        return f"holds ONLY on {', '.join(yes)} (not on {', '.join(no)})"
-
-    trig_classes = _classes(agg, "ASR", "frs")
-    trig_scope = (f"Triggered texts are all of {', '.join(cname(c) for c in trig_classes)} (the non-target "
-                  f"class{'es' if len(trig_classes) > 1 else ''}), so this claim speaks for "
-                  f"{'those classes' if len(trig_classes) > 1 else 'that class'} only; per class ASR frs "
-                  f"{by_class('frs', 'ASR')}, uniform {by_class('uniform', 'ASR')}.")
-
-    def gap_note(a, b, k, d=1, lower=True):
-        (ma, sa), (mb, sb) = ms(a, k), ms(b, k)
-        gap = (mb - ma) if lower else (ma - mb)
-        big = max(sa, sb)
-        return (f"{a} {_fmt(ma, sa, d)} vs {b} {_fmt(mb, sb, d)} over seeds {list(seeds)}; gap {gap:.{d}f} "
-                f"{'exceeds' if gap > big else 'does NOT exceed'} the larger sd {big:.{d}f}"), max(big, 1e-9)
-
-    scale = (f"{p['data']}, tiny encoder d={p['d_model']}, attacker {p['n_attack']} phrases ({p['attack_epochs']} ep.), "
-             f"BMPS FT on {p['n_finetune']} clean phrases (σ={p['sigma']}, H={p['top_layers']}), K={p['k']}, "
-             f"n={p['n_random']}, I={p['iterations']}, N={p['k'] * p['n_random']}, α={p['alpha']}")
-    claims = []
-    b = pre["bmps_finetuned"]
-    claims.append(Claim(
-        "backdoor/survives_clean_finetune", "ASR after BMPS clean fine-tuning, no defense (%)", b["ASR"],
-        baseline=pre["clean_only"]["ASR"], threshold=95.0, higher_is_better=True, paper="prototype 99.8",
-        note=f"{scale}. Backdoored model before fine-tuning: CA {pre['backdoored']['CA']:.1f}, ASR "
-             f"{pre['backdoored']['ASR']:.1f}; after: CA {b['CA']:.1f}, mean p(target | triggered) "
-             f"{b['p_target_triggered']:.2f}. Baseline = same pipeline on unpoisoned phrases (CA "
-             f"{pre['clean_only']['CA']:.1f})."))
-    note, marg = gap_note("frs", "uniform", "ASR")
-    claims.append(Claim(
-        "asr/frs_lt_uniform", "ASR on triggered negatives (%)", _g(agg, "frs", "ASR"), baseline=_g(agg, "uniform", "ASR"),
-        higher_is_better=False, margin=marg, paper="prototype 40.7 vs 82.0",
-        note=f"{note}. Equal expected randomised tokens (ω_M·L). PA frs {_fmt(*ms('frs', 'PA'))} vs uniform "
-             f"{_fmt(*ms('uniform', 'PA'))}; tie rate on triggered texts (ties -> class 0, the true class) frs "
-             f"{_fmt(*ms('frs', 'tie_rate_triggered'))}%, uniform {_fmt(*ms('uniform', 'tie_rate_triggered'))}%. "
-             + trig_scope))
-    ca_none, ca_frs = ms("none", "CA"), ms("frs", "CA")
-    drops = [a - b for a, b in zip(agg["none"]["CA"]["values"], agg["frs"]["CA"]["values"])]
-    dm, dsd = _mean_sd(drops)
-    cls_drop = {c: _g(agg, "none", f"CA_c{c}") - _g(agg, "frs", f"CA_c{c}") for c in _classes(agg, "CA")}
-    claims.append(Claim(
-        "clean_acc/frs_cost", "CA drop none -> FRS (p.p.)", dm, threshold=5.0, higher_is_better=False,
-        paper="prototype 4.5",
-        note=f"CA none {_fmt(*ca_none)}, frs {_fmt(*ca_frs)}, uniform {_fmt(*ms('uniform', 'CA'))}; drop "
-             f"{_fmt(dm, dsd)} p.p. on {p['n_clean']} clean texts (one text = {100 / p['n_clean']:.2f} p.p.). "
-             f"Per class CA none {by_class('none', 'CA')}; frs {by_class('frs', 'CA')}; drop "
-             + ", ".join(f"{cname(c)} {v:.1f}" for c, v in cls_drop.items())
-             + f" p.p. — the <= 5 p.p. bound {class_verdict({c: v <= 5.0 for c, v in cls_drop.items()})}. "
-             f"Certified accuracy (correct, not abstained, radius > 0) frs {by_class('frs', 'certified_accuracy_clean')}, "
-             f"uniform {by_class('uniform', 'certified_accuracy_clean')}; certified on a WRONG label (not abstained, "
-             f"radius > 0) frs {by_class('frs', 'wrong_certified_clean')}, uniform "
-             f"{by_class('uniform', 'wrong_certified_clean')}."))
-    hr, hsd = ms("frs", "hit_rate")
-    claims.append(Claim(
-        "mechanism/mcts_trigger_hit_rate", "share of triggered texts with the trigger inside T(x')", hr,
-        baseline=_g(agg, "frs", "random_segment_hit_rate"), threshold=0.8, higher_is_better=True,
-        paper="expected >= 0.8 (Corollary 1 rests on it)",
-        note=f"{_fmt(hr, hsd, 2)} over seeds; baseline = random segment of equal length (exact expectation). "
-             f"Single-token KL occlusion (exhaustive, the prototype's locator) finds the trigger in {occl:.2f}. "
-             f"Design sensitivity at the same I={p['iterations']}: C=√2 -> {_fmt(*ms('frs', 'hit_rate_c_sqrt2'), 2)}; "
-             f"all four DL operators -> {_fmt(*ms('frs', 'hit_rate_all_operators'), 2)}. Triggered texts are all of "
-             f"{', '.join(cname(c) for c in trig_classes)}: the hit rate is measured on that class only."))
-    note, marg = gap_note("frs", "ftr-only", "ASR")
-    claims.append(Claim(
-        "ablation/frs_lt_no_bmps", "ASR on triggered negatives (%), FRS vs FRS with σ = 0", _g(agg, "frs", "ASR"),
-        baseline=_g(agg, "ftr-only", "ASR"), higher_is_better=False, margin=marg,
-        paper="Table 3: removing BMPS raises ASR",
-        note=f"{note}. σ=0: fine-tuned with σ=0 from the same backdoored weights; its K identical copies count once "
-             f"(N = n = {p['n_random']}). BMPS copies vote alike on {_fmt(100 * _g(agg, 'frs', 'copy_agreement'), 100 * _g(agg, 'frs', 'copy_agreement', 'sd'))}% "
-             f"of randomised texts; bmps-only ASR {_fmt(*ms('bmps-only', 'ASR'))}. Triggered texts are all of "
-             f"{', '.join(cname(c) for c in trig_classes)}; the claim speaks for that class only."))
-    note, marg = gap_note("frs", "uniform", "empirical_radius", 3, lower=False)
-    emp_cls = {c: _g(agg, "frs", f"empirical_radius_c{c}") > _g(agg, "uniform", f"empirical_radius_c{c}")
-               for c in _classes(agg, "empirical_radius", "frs")}
-    claims.append(Claim(
-        "radius/frs_empirical_gt_uniform", "mean empirical radius (fraction of tokens)", _g(agg, "frs", "empirical_radius"),
-        baseline=_g(agg, "uniform", "empirical_radius"), higher_is_better=True, margin=marg,
-        paper="Table 2: FRS radius larger",
-        note=f"{note}. Binary search over the number m of random-token substitutions; m passes if >= 95% of "
-             f"{p['empirical_samples']} draws stay correct; up to {p['n_empirical']} clean texts the undefended model "
-             f"gets right (per class n: {by_class('frs', 'n_empirical', 0)}). Per class frs "
-             f"{by_class('frs', 'empirical_radius', 3)}, uniform {by_class('uniform', 'empirical_radius', 3)}: FRS > "
-             f"uniform {class_verdict(emp_cls)}."))
-    (mf, _), (mu, _) = ms("frs", "mean_radius_triggered"), ms("uniform", "mean_radius_triggered")
-    note, marg = gap_note("frs", "uniform", "mean_radius_triggered", 4, lower=False)
-    ratio = mf / mu if mu > 0 else float("inf")
-    claims.append(Claim(
-        "radius/frs_certified_gt_uniform",
-        "mean certified radius on triggered texts (fraction of L): FRS at ω_H, conditional on the trigger lying "
-        "in T(x'), vs uniform at ω_M (unconditional)", mf,
-        baseline=mu, higher_is_better=True, margin=marg, paper="Corollary 1: ratio ln ω_M / ln ω_H = 11.43",
-        note=f"{note}. Correct and non-abstained texts count, others 0. Ratio {ratio:.2f} (Corollary 1 at equal p: "
-             f"{math.log(p['w_mid']) / math.log(p['w_high']):.2f}). Abstention on triggered texts: frs "
-             f"{_fmt(*ms('frs', 'abstention_triggered'))}%, uniform {_fmt(*ms('uniform', 'abstention_triggered'))}%; "
-             f"N = {p['k'] * p['n_random']}. In tokens: frs {_fmt(*ms('frs', 'mean_radius_tokens_triggered'), 3)}, uniform "
-             f"{_fmt(*ms('uniform', 'mean_radius_tokens_triggered'), 3)}. The FRS radius is conditional on the trigger "
-             f"lying in T(x') (hit rate {hr:.2f}) and on Assumption 1; with ω_L (no location assumption) it is "
-             f"{_fmt(*ms('frs', 'mean_radius_unconditional_triggered'), 4)} (like-for-like comparison: the next claim). "
-             f"Not like for like: FRS is credited ω_H = {p['w_high']} on T(x'), uniform ω_M = {p['w_mid']}. "
-             f"{trig_scope}" + (f" Warnings: {'; '.join(warns)}" if warns else "")))
-    (mfu, _), (mcu, _) = ms("frs", "mean_radius_unconditional_triggered"), ms("uniform", "mean_radius_triggered")
-    note_u = (f"frs {_fmt(*ms('frs', 'mean_radius_unconditional_triggered'), 4)} vs uniform "
-              f"{_fmt(*ms('uniform', 'mean_radius_triggered'), 4)} over seeds {list(seeds)}")
-    big_u = max(_g(agg, "frs", "mean_radius_unconditional_triggered", "sd"), _g(agg, "uniform", "mean_radius_triggered", "sd"))
-    (mfc, sfc), (mcc, scc) = ms("frs", "mean_radius_unconditional_clean"), ms("uniform", "mean_radius_clean")
-    claims.append(Claim(
-        "radius/frs_unconditional_ge_uniform",
-        "mean certified radius on triggered texts without the location assumption (fraction of L): FRS at ω_L "
-        "(the smallest probability any token gets) vs uniform at ω_M — like for like", mfu,
-        baseline=mcu, higher_is_better=True, margin=max(big_u, 1e-9),
-        paper="not in the paper (issue #40: like-for-like comparison)",
-        note=f"{note_u}; gap {mfu - mcu:+.4f} {'exceeds' if mfu - mcu > big_u else 'does NOT exceed'} the larger sd "
-             f"{big_u:.4f} (a wrong or abstained text counts 0, so a uniform radius of 0 here means it certified no "
-             f"triggered text correctly). On clean texts, like for like: frs {_fmt(mfc, sfc, 4)} vs uniform "
-             f"{_fmt(mcc, scc, 4)}. Both radii hold for a trigger anywhere in the "
-             f"text (no assumption that it lies in T(x')); the budget-preserving ω_L is below ω_M by construction, so "
-             f"FRS trades unconditional radius for the conditional one. Clean-text certified radius per class frs "
-             f"{by_class('frs', 'mean_radius_clean', 4)}, uniform {by_class('uniform', 'mean_radius_clean', 4)}. "
-             f"{trig_scope}"))
-    return claims
