@@ -102,8 +102,9 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
     multi_ep = runs[0]["multi"].get("epochs")
     skill_unchanged = sum(len(r["frozen"]["skill_unchanged"]) for r in runs)
     n_frozen = runs[0]["frozen"]["n_knowledge"] + runs[0]["frozen"]["n_base"]
-    scale = "quick world |R| 200, |F| 100, V 3, statement knowledge" if quick else \
-        "full world |R| 400, |F| 200, V 3, statement + passage knowledge"
+    sc = runs[0].get("scale", {})
+    scale = (f"{'quick' if quick else 'full'} world |R| {sc.get('n_real')}, |F| {sc.get('n_fict')} "
+             f"({sc.get('fict_used')} used), V {sc.get('n_versions')}, {' + '.join(sc.get('formats', []))} knowledge")
     gap = lambda o, b, hib=True: [(x - y) if hib else (y - x) for x, y in zip(o, b)]  # noqa: E731
     common = {"n_seeds": n}
     return [
