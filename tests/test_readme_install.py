@@ -36,7 +36,6 @@ USAGE_CPU_S = 20.0
 #: both pre-train their tiny model on first use, minutes of CPU a fresh cache cannot skip
 USAGE_NOT_RUN = {
     "sharpening": "cached_trap_base pre-trains the trap base on first use (~4 CPU-min; the README says so)",
-    "prereq-tune": "pretrain_m0 pre-trains M0 on first use (over 60 CPU-s from a cold cache)",
 }
 #: a command of the base install that needs an extra: (argv after the script, the extra it must name)
 MISSING_EXTRA = {
