@@ -109,14 +109,14 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
     common = {"n_seeds": n}
     return [
         Claim("mechanism/base_knows_real_facts", "M0 statement-completion accuracy on R_test (first token)",
-              ours=mean(m0c), threshold=0.8, kind="sanity", paper_ref="Sec. 3, direction only (the base model knows "
-              "the facts the skill must learn to read)", spread=_spread(m0c), plot=PLOTS["factuality"], **common,
+              ours=mean(m0c), threshold=0.8, kind="sanity", paper_ref="Method (prerequisite: the base model knows "
+              "the facts the skill must learn to read), direction only", spread=_spread(m0c), plot=PLOTS["factuality"], **common,
               note=f"{_fmt(m0c)}; chance {chance:.4f}; M0's QA accuracy on R_test before any SFT (it never saw the QA "
                    f"format) {_fmt(m0qa)}. {scale}; {seeds_note}."),
         Claim("mechanism/knowledge_adapters_hold_facts",
               "completion on F with Δknow⁽ᵛ⁾ in the adapter's own training format, worst adapter",
               ours=mean(know_acc), threshold=0.8, kind="mechanism", spread=_spread(know_acc),
-              paper_ref="Sec. 3, direction only (stage 1 makes the knowledge LoRAs know the fictitious facts)",
+              paper_ref="Method, stage 1 (knowledge LoRAs learn the facts), direction only",
               plot=PLOTS["control"], **common,
               note=f"min over knowledge adapters of own-version completion, each probed with prefixes of its own corpus "
                    f"format: {_fmt(know_acc)}; the probes' corpus ceiling (a predictor fitting the corpus exactly) min "
@@ -162,7 +162,7 @@ def claims_from_runs(runs: list[dict[str, Any]], *, quick: bool, shared_world: b
               "multi-version vs single-version (same optimiser steps)",
               ours=mean(mem_multi), baseline=mean(mem_single), higher_is_better=False, margin=ABLATION_MARGIN,
               kind="mechanism", paper="several knowledge versions keep the skill LoRA from memorising answers",
-              paper_ref="Sec. 3 (multi-version fictitious data), direction only",
+              paper_ref="Method, multi-version fictitious data, direction only",
               spread=_spread(gap(mem_multi, mem_single, False)), plot=PLOTS["memorization"], **common,
               note=f"multi-version {_fmt(mem_multi)} (versions 1..V, {multi_ep} subject-epochs) vs single-version "
                    f"{_fmt(mem_single)} (version 1, {single_ep} epochs); the single-version arm's predictions against "
