@@ -112,8 +112,6 @@ def pretrain_m0(world: World, spec: M0Spec = M0Spec(), *, cache: str | Path | No
     """
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    from iclr25.core.lm import pretrain_tiny_lm
-
     d = m0_dir(world, spec, cache)
     packaged = None if (d / "config.json").is_file() and (d / "m0_train.json").is_file() else \
         packaged_m0_dir(world, spec)
@@ -125,6 +123,8 @@ def pretrain_m0(world: World, spec: M0Spec = M0Spec(), *, cache: str | Path | No
         model = AutoModelForCausalLM.from_pretrained(src, use_safetensors=True).eval()
         return model, tok, src, {**info, "cached": True, "packaged": packaged is not None}
     log.info("pre-training M0 once (cached at %s)", d)
+    from iclr25.core.lm import pretrain_tiny_lm  # only when pre-training (a packaged or cached M0 skips it)
+
     tok = world_tokenizer(world)
     texts = pretraining_corpus(world, passages=spec.passages)
     t0 = time.perf_counter()
