@@ -74,11 +74,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-    "iclr25-prereq-tune": {
-        "reproduce: no --workers (a runner flag)",
-        "train-knowledge: --save-every (use --checkpoint-every)",
-        "train-skill: --save-every (use --checkpoint-every)",
-    },
     "iclr25-q-adapter": {
         "evaluate: --quick outside reproduce",
         "generate: --quick outside reproduce",

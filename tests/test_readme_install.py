@@ -32,11 +32,9 @@ PKGS = [p for p in packages() if p.slug != "core"]
 BY_SLUG = {p.slug: p for p in packages()}
 #: CPU seconds (user + system, the process and its children) a README usage block may take
 USAGE_CPU_S = 20.0
-#: README usage blocks not executed here, with the reason (a known gap, listed in the closing note of stop 49):
-#: both pre-train their tiny model on first use, minutes of CPU a fresh cache cannot skip
-USAGE_NOT_RUN = {
-    "prereq-tune": "pretrain_m0 pre-trains M0 on first use (over 60 CPU-s from a cold cache)",
-}
+#: README usage blocks not executed here, with the reason (none left: sharpening and prereq-tune ship their tiny
+#: base models as package data, so no block pre-trains on first use)
+USAGE_NOT_RUN: dict[str, str] = {}
 #: a command of the base install that needs an extra: (argv after the script, the extra it must name)
 MISSING_EXTRA = {
     "tie": (["reproduce", "--quick"], ("[offline]", "[clip]")),

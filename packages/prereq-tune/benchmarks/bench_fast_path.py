@@ -37,7 +37,8 @@ def main() -> None:
     import torch
     from transformers.activations import ACT2FN
 
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.knowledge_stage as K
+    import iclr25.prereq_tune.skill_stage as T
     from iclr25.core.lm import tiny_causal_lm
     from iclr25.prereq_tune import (
         TINY_FORMAT,
@@ -85,7 +86,7 @@ def main() -> None:
     for rep in range(a.repeats):
         for arm in ("straight", "fast"):
             fast = arm == "fast"
-            T._activate = fast_activate if fast else slow_activate
+            T._activate = K._activate = fast_activate if fast else slow_activate
             m = build(fast)
             m = add_knowledge_adapter(m, "know_bench")
             c = time.process_time()
@@ -110,7 +111,7 @@ def main() -> None:
             res[arm]["eval"].append(time.process_time() - c)
             print(rep, arm, {k: round(v[-1], 2) for k, v in res[arm].items()}, "control accs", [round(x, 3) for x in accs],
                   flush=True)
-    T._activate = fast_activate
+    T._activate = K._activate = fast_activate
     mean = statistics.fmean
     out = {"cpu_seconds_mean": {arm: {k: mean(v) for k, v in d.items()} for arm, d in res.items()},
            "cpu_seconds_all": res,

@@ -108,3 +108,21 @@ def test_cli_errors(files, capsys):
     assert main(["train-knowledge", "--model", str(t / "m"), "--data", str(t / "know.jsonl"), "--out", str(t / "x"),
                  "--r", "0", "--quiet"]) != 0
     assert "r=0" in capsys.readouterr().err
+
+
+def test_packaged_preset_by_name_and_deprecated_save_every(monkeypatch, capsys):
+    """--config NAME loads the preset shipped in the package; --save-every still works as an alias of
+    --checkpoint-every, with a warning naming the new flag."""
+    import iclr25.prereq_tune.cli as C
+    from iclr25.prereq_tune.config import PRESETS, preset_path
+
+    assert all(preset_path(n).is_file() for n in PRESETS)
+    got = []
+    monkeypatch.setattr(C, "cmd_train_skill", lambda cfg: got.append(cfg) or 0)
+    with pytest.warns(FutureWarning, match="--checkpoint-every"):
+        assert C.main(["train-skill", "--config", "tiny_skill", "--save-every", "7", "--data", "x.jsonl"]) == 0
+    cfg = got[0]
+    assert (cfg.r, cfg.lr, cfg.epochs, cfg.checkpoint_every) == (16, 0.002, 20.0, 7)
+    assert "use --checkpoint-every" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset_path("tiny")

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-import iclr25.prereq_tune.training as T
+import iclr25.prereq_tune.skill_stage as T
 from iclr25.prereq_tune import (
     TINY_FORMAT,
     add_knowledge_adapter,

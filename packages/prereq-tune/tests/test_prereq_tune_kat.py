@@ -116,7 +116,7 @@ def test_peft_set_adapter_trap_is_neutralised(base):
 
 def test_trainer_catches_a_knowledge_tensor_left_trainable(world, tok, base, monkeypatch):
     """If re-freezing were skipped, the pre-step assertion fires (the check can fail)."""
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.skill_stage as T
 
     m = _stack(base)
     orig = T._Roles.apply
@@ -162,7 +162,7 @@ def test_routed_step_counts_only_drawn_version_rows(world, tok, base, monkeypatc
     """Every step draws know_v2; version-1 rows get labels outside the vocabulary (cross-entropy on
     them fails or is NaN). Training stays finite: only version-2 rows count, whether version-1 rows
     are not forwarded (ours) or forwarded with masked labels (the official sampler)."""
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.skill_stage as T
 
     m = _stack(base)
     ex = skill_examples(world, "fictitious", [1, 2])
@@ -222,7 +222,7 @@ def test_alternate_groups_even_first_half_odd_second_half(world, tok, base):
     assert adapter_groups(names, True) == (names[:2], names[2:])
     assert adapter_groups(names, False) == (names, names)
     seq = []
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.skill_stage as T
 
     orig = T._activate
 

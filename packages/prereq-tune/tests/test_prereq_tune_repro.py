@@ -1,130 +1,193 @@
-"""reproduce(): every claim computed from measured numbers on a tiny preset; the real quick run (slow)."""
+"""reproduce(): jobs on the core runner, claims a pure function of the records, the frozen invariant as a test,
+the memorisation ablation scored alike in both arms; the real quick run (slow)."""
 
 import json
-import resource
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
+import iclr25.prereq_tune.experiment as E
 import iclr25.prereq_tune.reproduce as R
 from iclr25.core.results import Claim
+from iclr25.prereq_tune import FrozenTensorError, add_knowledge_adapter, add_skill_adapter, tensor_hashes
+from iclr25.prereq_tune.claims import CLAIM_NAMES, claims_from_runs
 
-NAMES = [
-    "invariant/frozen_bit_identical",
-    "mechanism/base_knows_real_facts",
-    "mechanism/knowledge_adapters_hold_facts",
-    "factuality/prereq_gt_sft_fictitious",
-    "factuality/close_to_sft_real",
-    "control/v1_adapter_follows_v1",
-    "control/v2_adapter_follows_v2",
-    "memorization/skill_lt_sft_fictitious",
-    "ablation/multi_version_memorizes_less",
-]
+NAMES = list(CLAIM_NAMES)
+SRC = Path(E.__file__).parent
 
 
-def test_reproduce_smoke_tiny(tmp_path, monkeypatch):
-    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
-                   know_args=replace(R.QUICK.know_args, epochs=1), skill_args=replace(R.QUICK.skill_args, epochs=1),
-                   fict_max_epochs=2, fict_eval_every=1)
-    monkeypatch.setattr(R, "QUICK", tiny)
-    real_run_seed, partials = R.run_seed, []
-
-    def spy(*a, **k):  # the per-stage partial file, read before reproduce replaces it by the seed's checkpoint
-        r = real_run_seed(*a, **k)
-        partials.append(json.loads(Path(k["partial"]).read_text()))
-        return r
-
-    monkeypatch.setattr(R, "run_seed", spy)
-    claims = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache")
-    assert [c.name for c in claims] == NAMES
-    assert all(isinstance(c, Claim) for c in claims)
-    data = json.loads((tmp_path / "out" / "runs.json").read_text())
-    runs = data["runs"]
+def test_reproduce_smoke_records_claims_and_resume(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    claims = R.reproduce(True, out, seeds=[0, 1], quiet=True, cache=tmp_path / "cache", workers=1, scale="smoke")
+    assert [c.name for c in claims] == NAMES and all(isinstance(c, Claim) for c in claims)
+    assert "invariant/frozen_bit_identical" not in NAMES          # an engineering check: tested below, not claimed
+    assert sorted(p.name for p in (out / "records").glob("*.json")) == ["know-w0-v1.json", "know-w0-v2.json", "know-w0-v3.json", "m0-w0.json", "seed-w0-t0.json",
+                                                                        "seed-w0-t1.json"]
+    runs = json.loads((out / "runs.json").read_text())["runs"]
     assert [r["train_seed"] for r in runs] == [0, 1] and {r["world_seed"] for r in runs} == {0}
-    frozen = claims[0]
-    assert frozen.ours == 0.0 and frozen.holds           # measured by re-hashing every tensor
-    assert all(r["frozen"]["n_knowledge"] > 0 and r["frozen"]["n_base"] > 0 for r in runs)
-    c1 = claims[3]
+    c = {x.name: x for x in claims}
+    c1 = c["factuality/prereq_gt_sft_fictitious"]
     assert c1.ours == pytest.approx(sum(r["multi"]["real_test"] for r in runs) / 2)
     assert c1.baseline == pytest.approx(sum(r["sft_fict"]["real_test"] for r in runs) / 2)
-    assert "± " in c1.note and "seed spread" in c1.note
-    assert (tmp_path / "out" / "methods.md").is_file()
-    # multi-version training forwards exactly the counted rows (routing)
+    gaps = [r["multi"]["real_test"] - r["sft_fict"]["real_test"] for r in runs]
+    assert c1.spread == pytest.approx(float(torch.tensor(gaps, dtype=torch.float64).std()), abs=1e-12)
+    for x in claims:                       # the core record is filled
+        assert x.kind in ("headline", "mechanism", "sanity") and x.paper_ref and x.n_seeds == 2
+        assert x.spread is not None and x.plot.endswith(".png")
+        assert (x.paper_value is None) == ("direction only" in x.paper_ref), x.name
+    # the single-version arm trains as many optimiser steps as the multi-version arm (the ablation's budget)
+    assert all(r["single"]["steps"] == r["multi"]["steps"] for r in runs)
+    assert all(r["frozen"]["changed_frozen"] == [] and r["frozen"]["n_knowledge"] > 0 for r in runs)
     assert all(r["multi"]["rows_forwarded"] == r["multi"]["rows_counted"] for r in runs)
-    # the multi-version skill LoRA trains V x skill-epochs subject-epochs (30 subjects, batch 64: 1 step each),
-    # so every (question, version) row is counted about as often as a single-version row
-    assert all(r["multi"]["epochs"] == 3.0 and r["multi"]["steps"] == 3 and r["single"]["steps"] == 1 for r in runs)
-    assert R.multi_epochs(replace(tiny, multi_epochs=7)) == 7.0
-    assert [p["partial"] and p["last_stage"] for p in partials] == ["multi", "multi"]
-    assert [p["multi"]["real_test"] for p in partials] == [r["multi"]["real_test"] for r in runs]
-    assert set(partials[0]["timing"]) >= {"m0", "knowledge", "sft_real", "sft_fict", "single", "multi", "cpu_so_far"}
-    assert not list((tmp_path / "out" / "seeds").glob("*.partial.json"))
-    # every seed was checkpointed; --resume reuses them without training anything
-    assert sorted(p.name for p in (tmp_path / "out" / "seeds").iterdir()) == ["seed-w0-t0.json", "seed-w0-t1.json"]
+    assert (out / "methods.md").is_file()
+    pytest.importorskip("matplotlib")
+    assert {x.plot for x in claims} <= {p.name for p in out.glob("*.png")}
 
+    # --resume: every record is there, so nothing trains and the claims are the same
     def no_training(*a, **k):
         raise AssertionError("resume retrained a finished seed")
 
-    monkeypatch.setattr(R, "run_seed", no_training)
-    again = R.reproduce(True, tmp_path / "out", seeds=[0, 1], threads=1, quiet=True, cache=tmp_path / "cache",
+    monkeypatch.setattr(E, "run_seed", no_training)
+    again = R.reproduce(True, out, seeds=[0, 1], quiet=True, cache=tmp_path / "cache", workers=1, scale="smoke",
                         resume=True)
-    assert [(c.ours, c.baseline, c.holds) for c in again] == [(c.ours, c.baseline, c.holds) for c in claims]
-    assert json.loads((tmp_path / "out" / "runs.json").read_text())["meta"]["resumed_seeds"] == [[0, 0], [0, 1]]
-    # a checkpoint written with other settings is recomputed, not reused
-    monkeypatch.setattr(R, "QUICK", replace(tiny, fict_max_epochs=3))
-    with pytest.raises(AssertionError, match="retrained"):
-        R.reproduce(True, tmp_path / "out", seeds=[0], threads=1, quiet=True, cache=tmp_path / "cache", resume=True)
+    assert [(a.ours, a.baseline, a.spread) for a in again] == [(a.ours, a.baseline, a.spread) for a in claims]
+    with pytest.raises(ValueError, match="resume"):                 # other settings are refused, not mixed
+        R.reproduce(True, out, seeds=[0, 1], quiet=True, cache=tmp_path / "c2", workers=1, scale="smoke", resume=True)
 
 
-def test_reproduce_pretrains_m0_with_one_thread(tmp_path, monkeypatch):
-    """M0's pre-training runs at 1 intra-op thread on CPU even with threads=2, and the count is restored."""
-    import torch
-
-    import iclr25.prereq_tune.model as M
-
-    seen = []
-
-    def fake_pretrain(world, spec, *, cache=None, progress=True):
-        seen.append(torch.get_num_threads())
-        raise RuntimeError("stop after M0")
-
-    monkeypatch.setattr(M, "pretrain_m0", fake_pretrain)
-    monkeypatch.setattr(R, "_forkserver_context", lambda: None)  # no worker is reached: M0 stops the run first
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        with pytest.raises(RuntimeError, match="stop after M0"):
-            R.reproduce(True, tmp_path / "out", seeds=[0, 1], device="cpu", threads=2, quiet=True, cache=tmp_path / "c")
-        assert seen == [1]
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+def _run(seed, multi, fict, *, mem_single=0.2, mem_multi=(0.05, 0.05, 0.05), untrained=0.05):
+    return {"train_seed": seed, "world_seed": 0, "chance": 0.0514,
+            "m0": {"completion_real_test": 0.9, "qa_real_test": 0.0},
+            "knowledge": {"k_v1": {"completion_own_version": 0.95, "completion_other_version": 0.05}},
+            "frozen": {"n_knowledge": 3, "n_base": 4, "n_skill": 8, "changed_frozen": [], "skill_unchanged": []},
+            "multi": {"real_test": multi, "fict_train_max": max(mem_multi), "fict_train_mean": sum(mem_multi) / 3,
+                      "fict_train_by_version": {"1": mem_multi[0], "2": mem_multi[1], "3": mem_multi[2]},
+                      "rows_forwarded": 10, "rows_counted": 10, "epochs": 3.0, "steps": 3,
+                      "control": {"know_statement_v1": {"1": 0.97, "2": 0.05},
+                                  "know_statement_v2": {"1": 0.06, "2": 0.96}}},
+            "single": {"real_test": multi, "fict_train_v1": mem_single, "fict_train_untrained_versions": untrained,
+                       "epochs": 3.0, "steps": 3},
+            "sft_fict": {"real_test": fict, "own_train": 0.9, "epochs": 40},
+            "sft_real": {"real_test": 0.4}}
 
 
 def test_claims_from_runs_fail_when_numbers_say_so():
     """A claim's verdict follows the numbers: a run where Prereq-Tune equals SFT_fictitious fails C1."""
-    def run(seed, multi, fict):
-        return {"train_seed": seed, "world_seed": 0, "chance": 0.0514,
-                "m0": {"completion_real_test": 0.9, "qa_real_test": 0.0},
-                "knowledge": {"k_v1": {"completion_own_version": 0.95, "completion_other_version": 0.05}},
-                "frozen": {"n_knowledge": 3, "n_base": 4, "n_skill": 8, "changed_frozen": [], "skill_unchanged": []},
-                "multi": {"real_test": multi, "fict_train_max": 0.06, "rows_forwarded": 10, "rows_counted": 10,
-                          "control": {"know_statement_v1": {"1": 0.97, "2": 0.05},
-                                      "know_statement_v2": {"1": 0.06, "2": 0.96}}},
-                "single": {"real_test": multi, "fict_train_v1": 0.2},
-                "sft_fict": {"real_test": fict, "own_train": 0.9, "epochs": 40},
-                "sft_real": {"real_test": 0.4}}
-
-    good = R.claims_from_runs([run(0, 0.35, 0.1), run(1, 0.33, 0.08)], quick=True, shared_world=True)
-    bad = R.claims_from_runs([run(0, 0.1, 0.1), run(1, 0.08, 0.08)], quick=True, shared_world=True)
+    good = claims_from_runs([_run(0, 0.35, 0.1), _run(1, 0.33, 0.08)], quick=True, shared_world=True)
+    bad = claims_from_runs([_run(0, 0.1, 0.1), _run(1, 0.08, 0.08)], quick=True, shared_world=True)
     g = {c.name: c.holds for c in good}
     b = {c.name: c.holds for c in bad}
     assert g["factuality/prereq_gt_sft_fictitious"] and not b["factuality/prereq_gt_sft_fictitious"]
     assert not b["factuality/close_to_sft_real"]
     assert g["control/v1_adapter_follows_v1"] and g["memorization/skill_lt_sft_fictitious"]
+    one = claims_from_runs([_run(0, 0.35, 0.1)], quick=True, shared_world=False)
+    assert all(c.spread is None and c.n_seeds == 1 for c in one)
+
+
+def test_ablation_scores_both_arms_alike_and_needs_single_version_memorisation():
+    """Both arms are scored by the mean over the versions they trained on (no max over the multi-version arm's
+    three versions), and the claim cannot pass when the single-version arm sits at chance."""
+    name = "ablation/multi_version_memorizes_less"
+
+    def abl(**kw):
+        cs = claims_from_runs([_run(0, 0.3, 0.1, **kw), _run(1, 0.3, 0.1, **kw)], quick=True, shared_world=True)
+        return next(c for c in cs if c.name == name)
+
+    # the multi-version arm at chance on average but one version high: the mean (0.05), not the max (0.09)
+    a = abl(mem_single=0.2, mem_multi=(0.09, 0.03, 0.03))
+    assert a.ours == pytest.approx(0.05) and a.holds
+    # both arms at chance: no contrast to show, the claim fails (it used to pass on a biased score)
+    assert not abl(mem_single=0.05, mem_multi=(0.05, 0.05, 0.05)).holds
+    # the multi-version arm memorising as much as the single-version one fails too
+    assert not abl(mem_single=0.2, mem_multi=(0.2, 0.2, 0.2)).holds
+    assert "above chance" in a.note and "+0.150" in a.note
+
+
+def test_frozen_report_raises_when_a_knowledge_or_base_tensor_changes(base):
+    """The frozen invariant (formerly the claim invariant/frozen_bit_identical, which could not fail because a
+    change raised first): run_seed's independent re-hash passes untouched tensors and raises on a change."""
+    torch.manual_seed(0)
+    m = add_knowledge_adapter(base, "know_statement_v1")
+    know_ids = {id(p) for n, p in m.named_parameters() if ".know_statement_v1." in n}
+    m = add_skill_adapter(m, "skill")
+    before = tensor_hashes(m)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if ".skill." in n:
+                p.add_(0.01)
+    rep = E.frozen_report(m, before, know_ids, ["skill"])
+    assert rep["changed_frozen"] == [] and rep["skill_unchanged"] == [] and rep["n_knowledge"] > 0
+    for which in ("know_statement_v1", "base"):
+        name, p = next((n, p) for n, p in m.named_parameters()
+                       if (f".{which}." in n if which != "base" else (".lora_" not in n)))
+        with torch.no_grad():
+            p.view(-1)[0] += 1e-6
+        with pytest.raises(FrozenTensorError, match="changed"):
+            E.frozen_report(m, before, know_ids, ["skill"])
+        with torch.no_grad():
+            p.view(-1)[0] -= 1e-6
+        before[name] = tensor_hashes(m)[name]           # float round trip: re-hash the restored tensor
+
+
+def test_package_src_has_no_private_pool_no_long_file_no_cycle():
+    """#48: no pool / signal handling of its own, no file over 600 lines, no import cycle between its modules."""
+    import ast
+
+    mods = {p.stem: p for p in SRC.glob("*.py")}
+    for p in mods.values():
+        text = p.read_text()
+        assert len(text.splitlines()) <= 600, f"{p.name} has {len(text.splitlines())} lines"
+        for bad in ("ProcessPoolExecutor", "multiprocessing", "import signal", "forkserver"):
+            assert bad not in text, f"{p.name} contains {bad}"
+    graph = {}
+    for stem, p in mods.items():
+        deps = set()
+        for node in ast.parse(p.read_text()).body:               # module-level imports only
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module} if node.module else {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("iclr25.prereq_tune."):
+                deps.add(node.module.split(".")[2])
+        graph[stem] = {d.split(".")[0] for d in deps} & set(mods)
+
+    def visit(n, path):
+        assert n not in path, f"import cycle: {' -> '.join([*path, n])}"
+        for d in graph[n]:
+            visit(d, [*path, n])
+
+    for n in graph:
+        visit(n, [])
+
+
+def test_packaged_m0_matches_the_quick_world_and_is_checked(tmp_path, monkeypatch):
+    """The quick world's M0 ships with the package (same key as the cache) and a damaged file is refused."""
+    import shutil
+    from dataclasses import replace
+
+    import iclr25.prereq_tune.model as M
+    from iclr25.prereq_tune import make_world
+
+    s = E.QUICK
+    world = make_world(s.n_real, s.n_fict, s.n_versions, 0, n_templates=s.n_templates, n_passages=s.n_passages)
+    d = M.packaged_m0_dir(world, replace(s.m0, seed=0))
+    assert d is not None and (d / "model.safetensors").is_file(), "the quick world's M0 is not packaged (or stale)"
+    assert d.name == M.m0_dir(world, replace(s.m0, seed=0), tmp_path).name
+    assert M.packaged_m0_dir(world, replace(s.m0, seed=1)) is None      # another world: pre-trained and cached
+    fake = tmp_path / "pkg" / "m0" / d.name
+    shutil.copytree(d, fake)
+    (fake / "tokenizer.json").write_text((fake / "tokenizer.json").read_text() + " ")
+    monkeypatch.setattr("importlib.resources.files", lambda pkg: tmp_path / "pkg")
+    with pytest.raises(ValueError, match="damaged"):
+        M.packaged_m0_dir(world, replace(s.m0, seed=0))
+
+
+@pytest.mark.slow
+def test_two_workers_give_the_records_of_one(tmp_path):
+    a = R.reproduce(True, tmp_path / "one", seeds=[0, 1], quiet=True, cache=tmp_path / "c", workers=1, scale="smoke")
+    b = R.reproduce(True, tmp_path / "two", seeds=[0, 1], quiet=True, cache=tmp_path / "c", workers=2, scale="smoke")
+    assert [(x.ours, x.baseline) for x in a] == [(x.ours, x.baseline) for x in b]
 
 
 @pytest.mark.slow
@@ -134,12 +197,6 @@ def test_reproduce_quick_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "results.json").read_text())
     assert [c["name"] for c in data["claims"]] == NAMES
-    _check_integration(data)
-
-
-def _check_integration(data):
-    """Spec §6.9 (integration, quick world): C2 and C1's direction. The spec's C2 bar (>= 0.8 vs V1) is not
-    met at this scale (measured 0.61 / 0.70 per seed, README); the test holds the claims' own margins."""
     c = {x["name"]: x for x in data["claims"]}
     for k in ("control/v1_adapter_follows_v1", "control/v2_adapter_follows_v2"):
         assert c[k]["baseline"] <= 0.3 and c[k]["ours"] - c[k]["baseline"] >= 0.5, c[k]["note"]
@@ -149,14 +206,13 @@ def _check_integration(data):
 
 @pytest.mark.slow
 def test_fast_path_matches_straightforward_tiny(tmp_path):
-    """ReproSettings.fast (fused GELU, merged knowledge forward, skipped no-op activations, one
-    evaluation pass per adapter stack) gives the straightforward path's results on a tiny world:
-    the same accuracies (to one question) and losses to float rounding."""
-    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
-                   know_args=replace(R.QUICK.know_args, epochs=2), skill_args=replace(R.QUICK.skill_args, epochs=2),
-                   fict_max_epochs=2, fict_eval_every=1)
-    fast = R.run_seed(tiny, 0, 0, cache=str(tmp_path), threads=1)
-    slow = R.run_seed(replace(tiny, fast=False), 0, 0, cache=str(tmp_path), threads=1)
+    """ReproSettings.fast (fused GELU, merged knowledge forward) gives the straightforward path's results on a tiny
+    world: the same accuracies (to one question) and losses to float rounding."""
+    from dataclasses import replace
+
+    tiny = replace(E.SMOKE, know_args=replace(E.SMOKE.know_args, epochs=2), skill_args=replace(E.SMOKE.skill_args, epochs=2))
+    fast = E.run_seed(tiny, 0, 0, cache=str(tmp_path), threads=1)
+    slow = E.run_seed(replace(tiny, fast=False), 0, 0, cache=str(tmp_path), threads=1)
 
     def nums(r):
         return {"m0": r["m0"]["completion_real_test"], "sft_real": r["sft_real"]["real_test"],
@@ -171,50 +227,3 @@ def test_fast_path_matches_straightforward_tiny(tmp_path):
         assert a[k] == pytest.approx(b[k], abs=1 / 30 + 1e-9), k      # 30 questions per split here
     assert fast["sft_real"]["final_loss"] == pytest.approx(slow["sft_real"]["final_loss"], rel=1e-3)
     assert fast["frozen"]["changed_frozen"] == slow["frozen"]["changed_frozen"] == []
-    assert fast["frozen"]["skill_unchanged"] == slow["frozen"]["skill_unchanged"] == []
-
-
-def test_cpu_likely_needs_no_torch():
-    assert R._cpu_likely("cpu") is True
-    assert R._cpu_likely("cuda") is False and R._cpu_likely("mps") is False and R._cpu_likely("cuda:1") is False
-    assert isinstance(R._cpu_likely("auto"), bool)
-
-
-@pytest.mark.slow
-def test_parallel_workers_match_serial_and_parent_skips_cached_m0(tmp_path, monkeypatch):
-    """The forkserver workers (2 seeds, threads=2) give the serial run's numbers, and with M0 cached the parent
-    neither loads nor re-trains it (pretrain_m0 patched to fail in the parent; the workers load M0 themselves)."""
-    import torch
-
-    import iclr25.prereq_tune.model as M
-
-    tiny = replace(R.QUICK, n_real=20, n_fict=10, m0=replace(R.QUICK.m0, epochs=2.0),
-                   know_args=replace(R.QUICK.know_args, epochs=1), skill_args=replace(R.QUICK.skill_args, epochs=1),
-                   fict_max_epochs=2, fict_eval_every=1)
-    monkeypatch.setattr(R, "QUICK", tiny)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        serial = R.reproduce(True, tmp_path / "serial", seeds=[0, 1], device="cpu", threads=1, quiet=True,
-                             cache=tmp_path / "cache")
-
-        def no_parent_m0(*a, **k):
-            raise AssertionError("the parent loaded or pre-trained a cached M0")
-
-        monkeypatch.setattr(M, "pretrain_m0", no_parent_m0)
-        ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        par = R.reproduce(True, tmp_path / "par", seeds=[0, 1], device="cpu", threads=2, quiet=True,
-                          cache=tmp_path / "cache")
-    finally:
-        torch.set_num_threads(before)
-    assert [c.name for c in par] == NAMES
-    for a, b in zip(serial, par):
-        assert a.ours == pytest.approx(b.ours, abs=1e-9) and a.holds == b.holds, a.name
-    meta = json.loads((tmp_path / "par" / "runs.json").read_text())["meta"]
-    assert meta["m0"]["0"]["cached"] is True
-    runs = json.loads((tmp_path / "par" / "runs.json").read_text())["runs"]
-    assert all(r["timing"]["cpu_knowledge"] > 0 and r["timing"]["cpu_multi"] > 0 for r in runs)
-    # the forkserver was stopped and waited for, so the workers' CPU counts among this process's children
-    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    children = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
-    assert children >= sum(r["timing"]["cpu"] for r in runs)

@@ -42,7 +42,7 @@ def test_kill_at_a_random_moment_and_resume_is_bit_identical(files):
     """LoRA dropout 0.05 (the default) on: without the torch RNG state in the checkpoint the masks after a resume
     differ and the adapters differ by ~1e-2 (the issue's max dw 0.027)."""
     t = files
-    res = kill_and_resume(_skill_cmd(t, "--epochs", "6", "--save-every", "1"), killed_out=t / "killed",
+    res = kill_and_resume(_skill_cmd(t, "--epochs", "6", "--checkpoint-every", "1"), killed_out=t / "killed",
                           reference_out=t / "ref",
                           ready=lambda o: (Path(o) / "checkpoints" / "skill" / "last" / "trainer_state.json").is_file(),
                           compare=["skill/adapter_model.safetensors", "checkpoints/skill/last/adapter.safetensors"],
@@ -59,7 +59,7 @@ def test_checkpoint_save_is_atomic_and_holds_every_rng(files, monkeypatch):
     from iclr25.prereq_tune import training as T
 
     t = files
-    args = [str(a) for a in _skill_cmd(t, "--epochs", "2", "--save-every", "2")[3:]]
+    args = [str(a) for a in _skill_cmd(t, "--epochs", "2", "--checkpoint-every", "2")[3:]]
     calls = {"n": 0}
     orig = torch.save
 

@@ -130,7 +130,7 @@ def test_unknown_adapter(world, tok, base):
 
 # -- mixed real/fictitious mode ---------------------------------------------------------------------
 def test_mixed_mode_routes_real_rows_to_real_adapter(world, tok, base, monkeypatch):
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.skill_stage as T
 
     m = _model(base, ("know_fake_1", "know_fake_2", "know_real_1", "know_real_2"))
     ex = skill_examples(world, "fictitious", 1) + skill_examples(world, "real_train")
@@ -156,7 +156,7 @@ def test_mixed_mode_routes_real_rows_to_real_adapter(world, tok, base, monkeypat
 
 def test_mixed_mode_loss_is_ce_plus_weighted_skill_only(world, tok, base, monkeypatch):
     """One micro-batch: loss == CE(fake+real rows, concatenated, token mean) + w * CE(real rows, skill only)."""
-    import iclr25.prereq_tune.training as T
+    import iclr25.prereq_tune.skill_stage as T
     from iclr25.prereq_tune import completion_loss, encode_completions
 
     m = _model(base, ("know_fake_1", "know_real_1"))

@@ -67,8 +67,8 @@ def _load_model(cfg: Any, device: str | None = None) -> tuple[Any, Any, Any, dic
     if cfg.model == "tiny":
         from dataclasses import replace
 
+        from .experiment import QUICK
         from .model import pretrain_m0
-        from .reproduce import QUICK
         from .world import make_world
 
         s = QUICK
@@ -109,7 +109,7 @@ def _train_args(cfg: Any):
 
     return TrainArgs(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
                      weight_decay=cfg.weight_decay, beta2=cfg.beta2, warmup_ratio=cfg.warmup_ratio,
-                     max_length=cfg.max_length, seed=cfg.seed, save_every=cfg.save_every)
+                     max_length=cfg.max_length, seed=cfg.seed, save_every=cfg.checkpoint_every)
 
 
 def _write(out: Path, cfg: Any, results: dict[str, Any]) -> None:
@@ -125,7 +125,7 @@ def _main_process(acc: Any) -> bool:
 #: Flags that may change across ``--resume``: where output goes, how it is shown, the hardware, and how often
 #: checkpoints are written (none of them changes what is trained), and `--epochs` (training on is what
 #: `--resume --epochs N` is for).
-_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "save_every", "accelerate", "epochs"})
+_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "checkpoint_every", "accelerate", "epochs"})
 _SETTINGS_FILE = "run_settings.json"
 
 
@@ -494,7 +494,9 @@ def cmd_demo(cfg: DemoConfig) -> int:
     from iclr25.core.jsonl import write_jsonl
     from iclr25.core.results import claims_table
 
-    from .reproduce import QUICK, claims_from_runs, methods_table, run_seed
+    from .claims import claims_from_runs
+    from .experiment import QUICK, run_seed
+    from .reproduce import methods_table
     from .world import knowledge_corpus, make_world, qa_items, skill_examples
 
     s = QUICK
@@ -526,12 +528,34 @@ def _dev(name: str) -> str:
     return choose_device(name)
 
 
+#: old flag -> new flag of the training commands (kept for one release; CHANGELOG)
+_DEPRECATED = {"--save-every": "--checkpoint-every"}
+
+
+def _packaged_config(argv: list[str]) -> list[str]:
+    """``--config NAME`` with NAME a packaged preset (:data:`~.config.PRESETS`) and no such file here -> its path."""
+    from .config import PRESETS, preset_path
+
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--config" and i + 1 < len(out) and out[i + 1] in PRESETS and not Path(out[i + 1]).exists():
+            out[i + 1] = str(preset_path(out[i + 1]))
+        elif a.startswith("--config=") and a.split("=", 1)[1] in PRESETS and not Path(a.split("=", 1)[1]).exists():
+            out[i] = f"--config={preset_path(a.split('=', 1)[1])}"
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    argv = _packaged_config(list(sys.argv[1:] if argv is None else argv))
     return run_cli(PROG, DESCRIPTION, {
         "train-knowledge": Command(TrainKnowledgeConfig, cmd_train_knowledge,
-                                   "stage 1: knowledge LoRA(s) on knowledge JSONL (saved as PEFT adapters)"),
+                                   "stage 1: knowledge LoRA(s) on knowledge JSONL (saved as PEFT adapters)",
+                                   deprecated=_DEPRECATED),
         "train-skill": Command(TrainSkillConfig, cmd_train_skill,
-                               "stage 2: the skill LoRA with frozen knowledge LoRAs (saves the skill adapter alone)"),
+                               "stage 2: the skill LoRA with frozen knowledge LoRAs (saves the skill adapter alone)",
+                               deprecated=_DEPRECATED),
         "evaluate": Command(EvaluateConfig, cmd_evaluate, "QA accuracy of θ₀+Δskill (optionally + a knowledge LoRA)"),
         "generate": Command(GenerateConfig, cmd_generate,
                             "long-form generation for an entity list, scored by a pluggable claim scorer"),

@@ -1,8 +1,10 @@
 """Config dataclasses of the ``iclr25-prereq-tune`` commands (defaults: the official recipes, spec §1.7).
 
-CPU-scale presets live in ``configs/tiny_*.yaml`` (use with ``--config``); ``--model tiny`` is the
-M0 of the quick synthetic world (pre-trained once and cached). Only standard-library imports
-here, so ``--help`` stays light.
+Presets ship in the package (``iclr25/prereq_tune/configs/<name>.yaml``; :data:`PRESETS`, :func:`preset_path`):
+``--config tiny_knowledge`` / ``tiny_skill`` (CPU scale), ``llama3_bio_knowledge`` / ``llama3_bio_skill`` /
+``llama3_popqa_skill`` (the official recipes); ``deepspeed_zero2`` is an ``accelerate launch --config_file``.
+``--model tiny`` is the M0 of the quick synthetic world (packaged). Only standard-library imports here, so
+``--help`` stays light.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = [
+    "PRESETS",
+    "preset_path",
     "ModelOptions",
     "LoraOptions",
     "OptimOptions",
@@ -25,6 +29,28 @@ __all__ = [
     "DemoConfig",
     "PrereqReproduceConfig",
 ]
+
+
+#: the packaged presets, by name (``--config NAME``)
+PRESETS = ("tiny_knowledge", "tiny_skill", "llama3_bio_knowledge", "llama3_bio_skill", "llama3_popqa_skill",
+           "deepspeed_zero2")
+
+
+def preset_path(name: str) -> Path:
+    """The packaged preset ``name`` (one of :data:`PRESETS`) as a file path (:mod:`importlib.resources`).
+
+    Raises:
+        ValueError: ``name`` is not a packaged preset.
+        FileNotFoundError: the installed package lacks the file (a broken install: reinstall it).
+    """
+    from importlib.resources import files
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; the packaged presets are {list(PRESETS)} (or give a YAML path)")
+    res = files("iclr25.prereq_tune") / "configs" / f"{name}.yaml"
+    if not res.is_file():
+        raise FileNotFoundError(f"the packaged preset {name}.yaml is missing from {res}; reinstall iclr25-prereq-tune")
+    return Path(str(res))
 
 
 @dataclass(kw_only=True)
@@ -86,8 +112,8 @@ class OptimOptions:
     """Linear warm-up share of the steps."""
     max_length: int = 128
     """Token limit per row."""
-    save_every: int = 0
-    """Checkpoint every N optimiser steps (0: at the end of every epoch)."""
+    checkpoint_every: int = 0
+    """Checkpoint every N optimiser steps (0: at the end of every epoch; formerly --save-every)."""
     resume: bool = False
     """Continue from the last checkpoint in OUT/checkpoints (same data, settings and frozen tensors)."""
     accelerate: bool = False
@@ -226,5 +252,12 @@ class PrereqReproduceConfig(ReproduceOptions):
 
     cache: Path | None = None
     """M0 cache root (default: the user cache)."""
+    workers: int | None = None
+    """Jobs (M0, then one per seed) run in this many worker processes, one thread each (default: the cores; 1: in
+    this process)."""
     resume: bool = False
-    """Reuse the seeds an earlier run into --out finished with the same settings (out/seeds/*.json)."""
+    """Keep the jobs an earlier run into --out finished (out/records/); changed settings are refused."""
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")

@@ -5,6 +5,12 @@ word-level tokenizer built from the world's vocabulary, pre-trained from scratch
 ``pretrain_tiny_lm`` on statements about the real entities R only (it "knows" R and has never seen
 a question). It is cached under the user cache (``<cache>/prereq-tune/m0-<key>``, key = spec +
 corpus + vocabulary), so the one-time pre-training is paid once per world and reported separately.
+
+The M0 of the quick world (seed 0, the default :class:`M0Spec`) ships in the package
+(``iclr25/prereq_tune/m0/m0-<key>/``, safetensors, sha256-checked against ``SHA256SUMS``): the quick
+reproduction and the README example load it instead of pre-training (≈ 140 CPU-s), and every machine starts
+from the same weights. Any other world or spec is pre-trained once and cached; ``ICLR25_PREREQ_PACKAGED_M0=0``
+ignores the packaged copy (pre-train it yourself).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 
 from .world import World, pretraining_corpus, world_tokenizer, world_vocabulary
 
-__all__ = ["M0Spec", "pretrain_m0", "m0_dir", "load_base_model", "fuse_gelu"]
+__all__ = ["M0Spec", "pretrain_m0", "m0_dir", "packaged_m0_dir", "load_base_model", "fuse_gelu"]
 
 log = logging.getLogger(__name__)
 _FORMAT = "prereq-tune-m0-v1"
@@ -69,6 +75,32 @@ def m0_dir(world: World, spec: M0Spec, cache: str | Path | None = None) -> Path:
     return root / "prereq-tune" / f"m0-{key}"
 
 
+def packaged_m0_dir(world: World, spec: M0Spec) -> Path | None:
+    """The packaged M0 for ``(world, spec)`` (same key as :func:`m0_dir`), or ``None`` when none ships for it
+    (or ``ICLR25_PREREQ_PACKAGED_M0=0``). Its files are checked against ``SHA256SUMS``.
+
+    Raises:
+        ValueError: a packaged file is missing or its sha256 differs (a damaged install: reinstall the package).
+    """
+    import os
+    from importlib.resources import files
+
+    if os.environ.get("ICLR25_PREREQ_PACKAGED_M0", "1") == "0":
+        return None
+    d = Path(str(files("iclr25.prereq_tune") / "m0" / m0_dir(world, spec, "/").name))
+    sums = d / "SHA256SUMS"
+    if not sums.is_file():
+        return None
+    for line in sums.read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        f = d / name.strip()
+        got = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "missing"
+        if got != digest:
+            raise ValueError(f"the packaged M0 file {f} is damaged (sha256 {got[:12]}…, expected {digest[:12]}…); "
+                             "reinstall iclr25-prereq-tune or set ICLR25_PREREQ_PACKAGED_M0=0 to pre-train it")
+    return d
+
+
 def pretrain_m0(world: World, spec: M0Spec = M0Spec(), *, cache: str | Path | None = None,
                 progress: bool = True) -> tuple[Any, Any, Path, dict[str, Any]]:
     """M0 for ``world``: reloaded from the cache, or pre-trained once and saved there.
@@ -80,15 +112,19 @@ def pretrain_m0(world: World, spec: M0Spec = M0Spec(), *, cache: str | Path | No
     """
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    from iclr25.core.lm import pretrain_tiny_lm
-
     d = m0_dir(world, spec, cache)
-    if (d / "config.json").is_file() and (d / "m0_train.json").is_file():
-        tok = PreTrainedTokenizerFast.from_pretrained(d)
+    packaged = None if (d / "config.json").is_file() and (d / "m0_train.json").is_file() else \
+        packaged_m0_dir(world, spec)
+    if packaged is not None or ((d / "config.json").is_file() and (d / "m0_train.json").is_file()):
+        src = packaged or d
+        tok = PreTrainedTokenizerFast.from_pretrained(src)
         tok._tokenizer.post_processor = world_tokenizer(world)._tokenizer.post_processor
-        info = json.loads((d / "m0_train.json").read_text())
-        return AutoModelForCausalLM.from_pretrained(d).eval(), tok, d, {**info, "cached": True}
+        info = json.loads((src / "m0_train.json").read_text())
+        model = AutoModelForCausalLM.from_pretrained(src, use_safetensors=True).eval()
+        return model, tok, src, {**info, "cached": True, "packaged": packaged is not None}
     log.info("pre-training M0 once (cached at %s)", d)
+    from iclr25.core.lm import pretrain_tiny_lm  # only when pre-training (a packaged or cached M0 skips it)
+
     tok = world_tokenizer(world)
     texts = pretraining_corpus(world, passages=spec.passages)
     t0 = time.perf_counter()
