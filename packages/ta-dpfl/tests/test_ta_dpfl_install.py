@@ -3,11 +3,11 @@ them, a command that needs them exits 2 with one line naming the extra; one σ f
 
 import builtins
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 
 PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
 

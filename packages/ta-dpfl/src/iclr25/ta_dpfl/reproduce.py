@@ -41,9 +41,14 @@ __all__ = ["reproduce", "jobs", "claims_from_records", "claims_from_results", "t
            "FULL", "TUNED", "METHODS", "MAX_EXTEND"]
 
 #: scales; tests shrink them through ``reproduce(..., **overrides)``
-QUICK = {"seeds": (0, 1), "lr_grid": (1.0, 2.0, 4.0), "settings": ("adult", "digits"), "perf_batches": (64,)}
+#: ``noise``: ``"seeded"`` — in this simulation every party is ours, so the clients' sampling and Gaussian noise
+#: derive from the run's seed (``insecure_seed``: the same mechanism and accounting, replayable, so a rerun gives
+#: the same numbers); ``"secure"`` draws them from the OS CSPRNG as a deployed client does (about 5x the CPU
+#: of a DP step on the Adult MLP, see ``perf.md``)
+QUICK = {"seeds": (0, 1), "lr_grid": (1.0, 2.0, 4.0), "settings": ("adult", "digits"), "perf_batches": (64,),
+         "noise": "seeded"}
 FULL = {"seeds": (0, 1, 2), "lr_grid": (0.5, 1.0, 2.0, 4.0), "settings": ("digits", "adult"),
-        "perf_batches": (64, 256)}
+        "perf_batches": (64, 256), "noise": "seeded"}
 #: where the paper states each claim (its table values were not retrievable: directions only)
 PAPER_REFS = {"accuracy": "Table 1, direction only", "mechanism": "Sec. 4 (Algorithm 1), direction only",
               "privacy": "Sec. 3, direction only"}
@@ -211,7 +216,7 @@ def jobs(cfg: dict[str, Any], out_dir: Path, seeds: tuple[int, ...], rounds: int
     runs = str(Path(out_dir) / "runs")
     out: list[Job] = []
     for st in cfg["settings"]:
-        common = {"runs_dir": runs, "setting": st, "rounds": rounds}
+        common = {"runs_dir": runs, "setting": st, "rounds": rounds, "noise": cfg.get("noise", "seeded")}
         grid = [Job(f"grid_{st}_{m}_lr{lr:g}", grid_job, seed=int(seeds[0]), settings=dict(common, method=m, lr=float(lr)))
                 for m in TUNED for lr in cfg["lr_grid"]]
         out += grid
@@ -278,13 +283,14 @@ def reproduce(quick: bool, out_dir: Path, *, seeds=None, quiet: bool = False, re
         resume: keep the jobs an interrupted run finished (refused if settings changed) and continue an
             unfinished federation from its last round checkpoint; a fresh run deletes ``runs/``.
         workers: worker processes (one thread each; default: from the cores; 1 = in this process).
-        overrides: test hooks: ``settings``, ``lr_grid``, ``rounds``, ``perf`` (False: skip the benchmark).
+        overrides: test hooks: ``settings``, ``lr_grid``, ``rounds``, ``noise`` (``"seeded"`` | ``"secure"``),
+            ``perf`` (False: skip the benchmark).
     """
     from iclr25.core.runner import run_jobs
 
     out_dir = Path(out_dir)
     cfg = dict(QUICK if quick else FULL)
-    cfg.update({k: v for k, v in overrides.items() if k in ("settings", "lr_grid")})
+    cfg.update({k: v for k, v in overrides.items() if k in ("settings", "lr_grid", "noise")})
     if not overrides.get("perf", True):
         cfg["perf_batches"] = ()
     seeds = tuple(int(s) for s in (seeds if seeds else cfg["seeds"]))

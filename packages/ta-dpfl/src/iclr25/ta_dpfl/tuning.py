@@ -49,21 +49,25 @@ RECORD_KEYS = ("method", "seed", "final_accuracy", "final_val_accuracy", "accura
 
 
 def federation_spec(runs_dir: str | Path, setting: str, method: str, seed: int, lr: float, *,
-                    rounds: int | None = None, tag: str = "") -> FederationSpec:
-    """The :class:`FederationSpec` of one reproduction run (its folder: ``runs_dir/<setting>-<method>-lr<lr>-seed<s>``)."""
+                    rounds: int | None = None, tag: str = "", seeded_noise: bool = False) -> FederationSpec:
+    """The :class:`FederationSpec` of one reproduction run (its folder: ``runs_dir/<setting>-<method>-lr<lr>-seed<s>``).
+
+    ``seeded_noise``: the clients' sampling and noise derive from the seed (``insecure_seed``: replayable, for a
+    simulation where every party is ours; the same Gaussian mechanism and accounting) instead of the OS CSPRNG."""
     st = SETTINGS[setting]
     n = st["num_clients"]
     key = f"{setting}-{method}-lr{lr:g}-seed{seed}{tag}"
     return FederationSpec(method=method, epsilons=group_budgets(st["epsilons"], n), rhos=group_budgets(RHOS, n),
                           sigma=st["sigma"], rounds=rounds or st["rounds"], local_steps=st["local_steps"], lr=lr,
                           hidden=st["hidden"], dataset=st["dataset"], seed=seed, min_expected_batch=20.0,
-                          out_dir=str(Path(runs_dir) / key), run_key=key, progress=False)
+                          out_dir=str(Path(runs_dir) / key), run_key=key, progress=False, insecure_seed=seeded_noise)
 
 
 def reproduction_specs(runs_dir: str | Path, setting: str, seeds: Sequence[int], lr_grid: Sequence[float], *,
-                       rounds: int | None = None) -> list[FederationSpec]:
+                       rounds: int | None = None, seeded_noise: bool = False) -> list[FederationSpec]:
     """The tuning runs: every tuned method × every step size of the grid, on ``seeds[0]``."""
-    return [federation_spec(runs_dir, setting, m, seeds[0], lr, rounds=rounds) for m in TUNED for lr in lr_grid]
+    return [federation_spec(runs_dir, setting, m, seeds[0], lr, rounds=rounds, seeded_noise=seeded_noise)
+            for m in TUNED for lr in lr_grid]
 
 
 def _finished(spec: FederationSpec) -> dict | None:
@@ -110,7 +114,7 @@ def best_run(cand: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def tune_step_sizes(runs_dir: str | Path, setting: str, seeds: Sequence[int], lr_grid: Sequence[float], *,
                     rounds: int | None = None, tuned: list[dict[str, Any]] | None = None,
-                    max_extend: int = MAX_EXTEND,
+                    max_extend: int = MAX_EXTEND, seeded_noise: bool = False,
                     run: Callable[[Sequence[FederationSpec]], list[dict[str, Any]]] | None = None,
                     ) -> tuple[list[dict[str, Any]], list[float]]:
     """Every tuned method at every step size of the grid on ``seeds[0]`` (``tuned``: those runs, when already
@@ -122,7 +126,8 @@ def tune_step_sizes(runs_dir: str | Path, setting: str, seeds: Sequence[int], lr
     """
     run = run or _run_all
     grid = sorted(float(x) for x in lr_grid)
-    tuned = list(tuned) if tuned is not None else run(reproduction_specs(runs_dir, setting, seeds, grid, rounds=rounds))
+    tuned = list(tuned) if tuned is not None else run(reproduction_specs(runs_dir, setting, seeds, grid, rounds=rounds,
+                                                                         seeded_noise=seeded_noise))
     ext = {"up": 0, "down": 0}
     while True:
         best = {m: best_run([r for r in tuned if r["method"] == m])["lr"] for m in TUNED}
@@ -136,13 +141,16 @@ def tune_step_sizes(runs_dir: str | Path, setting: str, seeds: Sequence[int], lr
         if not add:
             return tuned, grid
         grid = sorted(grid + add)
-        tuned += run([federation_spec(runs_dir, setting, m, seeds[0], lr, rounds=rounds) for m in TUNED for lr in add])
+        tuned += run([federation_spec(runs_dir, setting, m, seeds[0], lr, rounds=rounds, seeded_noise=seeded_noise)
+                      for m in TUNED for lr in add])
 
 
 def grid_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[str, Any]:
-    """Runner job: one tuning run (``settings``: ``runs_dir``, ``setting``, ``method``, ``lr``, ``rounds``)."""
+    """Runner job: one tuning run (``settings``: ``runs_dir``, ``setting``, ``method``, ``lr``, ``rounds``,
+    ``noise``: ``"seeded"`` or ``"secure"``)."""
     return run_federation(federation_spec(settings["runs_dir"], settings["setting"], settings["method"], seed,
-                                          settings["lr"], rounds=settings["rounds"]))
+                                          settings["lr"], rounds=settings["rounds"],
+                                          seeded_noise=settings.get("noise") == "seeded"))
 
 
 def tune_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +158,8 @@ def tune_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[
     method's step size. Returns ``{"lrs": {method: lr}, "grid": [...], "extra_runs": [records]}``."""
     base = list(deps.values())
     tuned, grid = tune_step_sizes(settings["runs_dir"], settings["setting"], (seed,), settings["lr_grid"],
-                                  rounds=settings["rounds"], tuned=base)
+                                  rounds=settings["rounds"], tuned=base,
+                                  seeded_noise=settings.get("noise") == "seeded")
     lrs = {m: best_run([r for r in tuned if r["method"] == m])["lr"] for m in TUNED}
     return {"lrs": lrs, "grid": grid, "extra_runs": tuned[len(base):]}
 
@@ -160,7 +169,7 @@ def final_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict
     (tune,) = deps.values()
     lr = tune["lrs"][settings["method"]]
     return run_federation(federation_spec(settings["runs_dir"], settings["setting"], settings["method"], seed, lr,
-                                          rounds=settings["rounds"]))
+                                          rounds=settings["rounds"], seeded_noise=settings.get("noise") == "seeded"))
 
 
 def perf_job(settings: dict[str, Any], seed: int | None, deps: dict[str, Any]) -> dict[str, Any]:
