@@ -258,11 +258,11 @@ class TaReproduceOptions(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (Adult and digits); write results.json / results.md."""
 
     resume: bool = False
-    """Reuse every finished federation under ``OUT/runs`` and continue unfinished ones from their last
-    round checkpoint (without it, an existing run folder is deleted and run again)."""
-    workers: int = 2
-    """Worker processes running federations side by side (1: everything in this process)."""
+    """Keep the jobs an interrupted run finished (OUT/records; refused if settings changed) and continue an
+    unfinished federation from its last round checkpoint (without it, OUT/runs is deleted and run again)."""
+    workers: int | None = None
+    """Worker processes of the core's runner, one thread each (default: from the cores; 1: in this process)."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
+        if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers={self.workers} must be >= 1")
