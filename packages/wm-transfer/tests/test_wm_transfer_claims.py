@@ -135,7 +135,7 @@ def test_no_private_pool_small_files_and_jobs_in_concept_modules():
         assert "ProcessPoolExecutor" not in text and "multiprocessing" not in text, f.name
         assert len(text.splitlines()) <= 600, f.name
     names = {j.name: j.fn for j in rep.jobs(dict(rep.QUICK), Path("out"), (0, 1, 2), 1000, "cpu", 0.9)}
-    assert names["train_target"] == "iclr25.wm_transfer.train:train_job"
+    assert names["train_target"] == "iclr25.wm_transfer.train_job:train_job"
     assert names["decoder_check"] == "iclr25.wm_transfer.checkpoint:decoder_check_job"
     assert names["compare_target"] == "iclr25.wm_transfer.comparison:comparison_job"
 

@@ -8,7 +8,7 @@ transfer attack for each m (each surrogate subset one "seed" of the comparison),
 matched post-processing, random ±r noise, sign-gradient and clip-projection variants, and the
 white-box bound.
 
-Jobs (:func:`jobs`): ``train_<model>`` (:func:`~.train.train_job`, one per model), ``decoder_check``
+Jobs (:func:`jobs`): ``train_<model>`` (:func:`~.train_job.train_job`, one per model), ``decoder_check``
 (:func:`~.checkpoint.decoder_check_job`, after every training), ``compare_<target>``
 (:func:`~.comparison.comparison_job`, after the check). The claims are a pure function of the records
 (:func:`claims_from_records`); the figures are drawn by :mod:`.plots`.
@@ -31,7 +31,7 @@ from iclr25.core.runner import Job
 from .checkpoint import DecoderCheckError, decoder_check_job
 from .comparison import comparison_job, comparison_table, mean_sd
 from .config import CPU_TRAIN, TINY, default_alpha
-from .train import train_job
+from .train_job import train_job
 
 __all__ = ["reproduce", "jobs", "claims_from_records", "QUICK", "FULL", "CLAIM_NAMES", "TINY", "CPU_TRAIN",
            "TARGET_BITS", "SURROGATE_BITS", "PAPER_REF"]

@@ -30,12 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .config import CPU_TRAIN, TINY
 from .detect import bit_accuracy
 from .models import Discriminator, HiddenConfig, WatermarkModel, check_images
 from .noise import NOISE_KINDS, random_noise_layer
 
-__all__ = ["TrainSettings", "train_watermark_model", "measure_clean_bit_accuracy", "draw_message", "train_job"]
+__all__ = ["TrainSettings", "train_watermark_model", "measure_clean_bit_accuracy", "draw_message"]
 
 log = logging.getLogger(__name__)
 
@@ -378,48 +377,3 @@ def _check_resume_settings(ckpt: Path, st: dict[str, Any], *, seed: int, config:
     if diff:
         raise ValueError(f"--resume refused: {ckpt} was trained with other settings ({'; '.join(diff)}); use the "
                          "recorded settings (only --epochs may change) or a new --out")
-
-
-def train_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[str, Any]:
-    """Runner job of the reproduction: train one model (:data:`~.config.TINY` architecture, the
-    :data:`~.config.CPU_TRAIN` recipe) on its role's images and save it to ``settings["path"]``.
-
-    ``settings``: ``name``, ``role`` (``target`` | ``surrogate``), ``n_bits``, ``robust``, ``epochs``,
-    ``n_train``, ``n_val``, ``path``, ``device``. A finished model file at ``path`` with the same seed, data
-    size and epochs is reused (the reproduction clears ``models/`` on a fresh run, so only ``--resume``
-    finds one); an interrupted training continues from ``<path stem>.epoch.pt``.
-
-    Returns:
-        ``name``, ``path``, ``clean_bit_acc`` (held out), ``val_psnr``, ``seconds``, ``reused``, ``steps``.
-    """
-    from .checkpoint import load_watermark_model, save_watermark_model
-    from .data import load_cifar_role
-
-    path = Path(settings["path"])
-    name = settings["name"]
-    t0 = time.perf_counter()
-    if path.is_file():
-        m = load_watermark_model(path)
-        info = m.train_info
-        if info.get("seed") == seed and info.get("n_train") == settings["n_train"] and \
-                len(info.get("history", [])) == settings["epochs"]:
-            return {"name": name, "path": str(path), "clean_bit_acc": m.clean_bit_acc,
-                    "val_psnr": info.get("val_psnr"), "seconds": 0.0, "reused": True, "steps": info.get("steps")}
-    n_train, n_val = settings["n_train"], settings["n_val"]
-    data = load_cifar_role(settings["role"], n_train + n_val, seed=seed).images
-    if data.shape[0] < n_train + n_val:
-        raise ValueError(f"{name}: {data.shape[0]} {settings['role']} images < n_train {n_train} + n_val {n_val}")
-    cfg = HiddenConfig(n_bits=settings["n_bits"], **TINY)
-    robust = bool(settings["robust"])
-    st = TrainSettings(epochs=settings["epochs"], acc_high=0.93 if robust else 0.98, acc_low=0.88 if robust else 0.95,
-                       **CPU_TRAIN)
-    ckpt = path.with_name(path.stem + ".epoch.pt")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    model = train_watermark_model(cfg, data[:n_train], seed, robust, settings=st, val_images=data[n_train:],
-                                  device=settings.get("device", "cpu"), checkpoint=ckpt, resume=ckpt.is_file(),
-                                  quiet=True)
-    save_watermark_model(model, path, role=settings["role"])
-    return {"name": name, "path": str(path), "clean_bit_acc": model.clean_bit_acc,
-            "val_psnr": model.train_info["val_psnr"], "seconds": time.perf_counter() - t0, "reused": False,
-            "steps": model.train_info["steps"]}
-
