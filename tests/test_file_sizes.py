@@ -13,7 +13,6 @@ MAX_LINES = 600
 PENDING = {
     
     "packages/ridge-bias/src/iclr25/ridge_bias/reproduce.py",
-    "packages/ta-dpfl/src/iclr25/ta_dpfl/schedule.py",
 }
 
 

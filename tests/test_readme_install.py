@@ -41,6 +41,9 @@ MISSING_EXTRA = {
     "mgvga": (["reproduce", "--quick"], ("[text]",)),
     "ridge-bias": (["reproduce", "--quick"], ("[digits]",)),
     "pref-sensitivity": (["heatmap"], ("[plot]",)),
+    # Flower's simulation engine (Ray) is the [simulation] extra; a SuperNode/ServerApp runs on the base install
+    "ta-dpfl": (["train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "2", "4", "6",
+                 "--min-expected-batch", "1", "--quick"], ("[simulation]",)),
 }
 
 

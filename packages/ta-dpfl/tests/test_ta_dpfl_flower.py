@@ -107,7 +107,7 @@ def test_ray_startup_failure_is_bounded_clear_and_leaves_no_process(monkeypatch)
     import time
 
     ray = pytest.importorskip("ray")
-    from iclr25.ta_dpfl import flower_app
+    from iclr25.ta_dpfl import simulation as flower_app
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     started = []

@@ -94,25 +94,23 @@ def test_reproduce_smoke(tmp_path):
 
 def test_step_grid_is_extended_for_all_methods_while_a_best_value_sits_on_an_edge(monkeypatch, tmp_path):
     """tune_step_sizes: validation accuracy peaks at lr=8 for one method only; every method gets 8 and 16."""
-    from iclr25.ta_dpfl import reproduce as rp
+    from iclr25.ta_dpfl import tuning as rp
 
     ran = []
 
-    def fake(specs, workers):
+    def fake(specs):
         ran.extend((s.method, s.lr) for s in specs)
         return [{"method": s.method, "lr": s.lr, "final_val_accuracy": -abs(s.lr - (8.0 if s.method == "ta" else 2.0)),
                  "setting": "digits"} for s in specs]
 
-    monkeypatch.setattr(rp, "_run_all", fake)
-    tuned, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0, 4.0))
+    tuned, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0, 4.0), run=fake)
     assert grid == [1.0, 2.0, 4.0, 8.0, 16.0]
     for m in rp.TUNED:
         assert sorted(lr for mm, lr in ran if mm == m) == grid
-    best = {m: rp._best([r for r in tuned if r["method"] == m])["lr"] for m in rp.TUNED}
+    best = {m: rp.best_run([r for r in tuned if r["method"] == m])["lr"] for m in rp.TUNED}
     assert best == {"dpfedavg": 2.0, "idp": 2.0, "ta": 8.0, "ta-reverse": 2.0, "ta-spend-first": 2.0}
     assert set(rp.TUNED) == set(rp.METHODS)  # ta-reverse and ta-spend-first are tuned like the others
     # an edge that stays best is extended at most MAX_EXTEND times
-    monkeypatch.setattr(rp, "_run_all", lambda specs, w: [{"method": s.method, "lr": s.lr, "setting": "digits",
-                                                          "final_val_accuracy": s.lr} for s in specs])
-    _, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0))
+    _, grid = rp.tune_step_sizes(tmp_path, "digits", (0,), (1.0, 2.0), run=lambda specs: [
+        {"method": s.method, "lr": s.lr, "setting": "digits", "final_val_accuracy": s.lr} for s in specs])
     assert grid == [1.0, 2.0, 4.0, 8.0, 16.0]

@@ -21,7 +21,7 @@ def tiny(monkeypatch):
 
 def test_reproduce_smoke(tiny, need_mirror, tmp_path):
     report = run_reproduction("wm-transfer", rep.reproduce, quick=True, out_dir=tmp_path, seeds=[0, 1],
-                              jobs=1, min_bit_acc=0.0)
+                              workers=1, min_bit_acc=0.0)
     assert [c.name for c in report.claims] == list(rep.CLAIM_NAMES)
     for f in ("results.json", "results.md", "config.json", "models.json", "comparison.json", "comparison.md"):
         assert (tmp_path / f).is_file(), f
@@ -33,43 +33,49 @@ def test_reproduce_smoke(tiny, need_mirror, tmp_path):
     for c in res["claims"]:  # holds is recomputed from the numbers by the core
         assert isinstance(c["holds"], bool)
     assert "surrogate0" in report.claims[0].note  # every model's accuracy is reported
-    saved = json.loads((tmp_path / "comparison_target.json").read_text())
-    assert saved["complete"] and not (tmp_path / "comparison_target.partial.json").exists()
-    assert saved["comparison"] == comp
+    # one record per job of the core runner; no partial file left
+    names = {p.stem for p in (tmp_path / "records").glob("*.json")}
+    assert names == {"train_target", "train_surrogate0", "train_surrogate1", "decoder_check", "compare_target"}
+    assert json.loads((tmp_path / "records" / "compare_target.json").read_text())["record"] == comp
+    assert not (tmp_path / "comparison_target.partial.json").exists()
 
-    # --resume reuses a finished comparison with the same key (a marked value comes back) ...
+    # --resume with every record there trains nothing: the claims come from the records (a marked value
+    # comes back, the model files are untouched) ...
+    f = tmp_path / "records" / "compare_target.json"
+    saved = json.loads(f.read_text())
     wb = comp["whitebox"]["evasion_rate"]
-    saved["comparison"]["whitebox"]["evasion_rate"] = 0.123
-    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
-    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    saved["record"]["whitebox"]["evasion_rate"] = 0.123
+    f.write_text(json.dumps(saved))
+    mtime = (tmp_path / "models" / "target.pt").stat().st_mtime_ns
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], workers=1, min_bit_acc=0.0, resume=True)}
     assert claims["evasion/whitebox_upper_bound"].ours == pytest.approx(0.123)
-    # ... and recomputes one whose key differs (other attack settings or models)
-    saved["key"]["attack"]["alpha"] = 9.0
-    (tmp_path / "comparison_target.json").write_text(json.dumps(saved))
-    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.0, resume=True)}
+    assert (tmp_path / "models" / "target.pt").stat().st_mtime_ns == mtime
+    # ... a changed setting is refused ...
+    with pytest.raises(ValueError, match="resume"):
+        rep.reproduce(True, tmp_path, seeds=[0, 1], workers=1, min_bit_acc=0.5, resume=True)
+    # ... and a deleted record is recomputed alone
+    f.unlink()
+    claims = {c.name: c for c in rep.reproduce(True, tmp_path, seeds=[0, 1], workers=1, min_bit_acc=0.0, resume=True)}
     wb2 = claims["evasion/whitebox_upper_bound"].ours
     assert math.isnan(wb2) if wb is None else wb2 == pytest.approx(wb)
-    assert json.loads((tmp_path / "comparison_target.json").read_text())["key"]["attack"]["alpha"] == 0.125
+    assert (tmp_path / "models" / "target.pt").stat().st_mtime_ns == mtime
 
 
 def test_reproduce_two_targets_in_two_processes(need_mirror, tmp_path, monkeypatch):
-    """The full preset's layout (robust + non-robust target): trainings and the two comparisons in 2 processes."""
+    """The full preset's layout (robust + non-robust target): the jobs in 2 worker processes of the runner."""
     monkeypatch.setattr(rep, "QUICK", dict(TINY_PRESET, nonrobust_target=True, n_images=4, max_iters=2))
-    claims = rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=2, min_bit_acc=0.0)
+    claims = rep.reproduce(True, tmp_path, seeds=[0, 1], workers=2, min_bit_acc=0.0)
     assert [c.name for c in claims] == list(rep.CLAIM_NAMES)
     comps = json.loads((tmp_path / "comparison.json").read_text())
     assert set(comps) == {"target", "target_nonrobust"}
-    for name, comp in comps.items():
-        saved = json.loads((tmp_path / f"comparison_{name}.json").read_text())
-        assert saved["complete"] and saved["comparison"] == comp
-    # the non-robust target is attacked with its own message and images watermarked by it
-    assert saved["key"]["target"] != json.loads((tmp_path / "comparison_target.json").read_text())["key"]["target"]
+    sha = json.loads((tmp_path / "models.json").read_text())["sha256"]
+    assert sha["target"] != sha["target_nonrobust"]
     assert "## target_nonrobust" in (tmp_path / "comparison.md").read_text()
 
 
 def test_reproduce_stops_on_decoder_check(tiny, need_mirror, tmp_path):
     with pytest.raises(DecoderCheckError, match="< 0.99"):
-        rep.reproduce(True, tmp_path, seeds=[0, 1], jobs=1, min_bit_acc=0.99)
+        rep.reproduce(True, tmp_path, seeds=[0, 1], workers=1, min_bit_acc=0.99)
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["status"] == "decoder_check_failed" and res["claims"] == []
     assert set(res["decoder_bit_acc"]) == {"target", "surrogate0", "surrogate1"}

@@ -69,11 +69,11 @@ _LAZY = {
     "ClientBudget": "schedule",
     "Schedule": "schedule",
     "assign_saving_factors": "schedule",
-    "check_min_batch": "schedule",
-    "largest_feasible_rounds": "schedule",
+    "check_min_batch": "feasibility",
+    "largest_feasible_rounds": "feasibility",
     "make_schedule": "schedule",
-    "plan_federation": "schedule",
-    "smallest_feasible_sigma": "schedule",
+    "plan_federation": "planning",
+    "smallest_feasible_sigma": "feasibility",
     "spend_rate": "schedule",
     "uniform_rate": "schedule",
     "MLP": "dp_sgd",
@@ -87,7 +87,7 @@ _LAZY = {
     "SecureRandom": "noise",
     "SeededRandom": "noise",
     "run_inprocess": "federation",
-    "simulate": "flower_app",
+    "simulate": "simulation",
 }
 
 

@@ -12,6 +12,7 @@ from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
 from .config import (
+    FLWR_APP_CONFIG,
     FederationSpec,
     FlwrAppConfig,
     ScheduleConfig,
@@ -35,7 +36,9 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
     """
     import warnings
 
-    from .schedule import BudgetInfeasibleError, ClientBudget, check_min_batch, plan_federation
+    from .feasibility import check_min_batch
+    from .planning import plan_federation
+    from .schedule import BudgetInfeasibleError, ClientBudget
 
     check_groups(cfg.epsilons, cfg.rhos)
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
@@ -121,7 +124,7 @@ def _train(cfg: TrainConfig) -> int:
 
         results = [run_inprocess(s) for s in specs]
     else:
-        from .flower_app import RayStartupError, simulate
+        from .simulation import RayStartupError, simulate
 
         try:
             results = simulate(specs, num_cpus=cfg.num_cpus)
@@ -137,17 +140,6 @@ def _train(cfg: TrainConfig) -> int:
     print(f"{cfg.method}: final accuracy {', '.join(f'{a:.4f}' for a in accs)} "
           f"(max eps_spent/eps_n = {summary['epsilon_spent_max_over_budget']:.6f}); results in {cfg.out}")
     return 0
-
-
-#: ``[tool.flwr.app.config]`` of the app folder :func:`write_flwr_app` writes (the same keys and values as
-#: this package's own ``pyproject.toml``; tested). Public hyperparameters only.
-FLWR_APP_CONFIG = {
-    "method": "ta", "num-clients": 3, "sigma": 1.5, "max-grad-norm": 1.0, "num-server-rounds": 30, "local-steps": 4,
-    "transition": -1, "lr": 2.0, "hidden": 64, "dataset": "adult", "csv-path": "",
-    "label-column": "label", "model-factory": "", "split-seed": 0, "val-fraction": 0.1, "seed": 0,
-    "min-expected-batch": 20.0, "grad-sample-mode": "ghost", "out-dir": "runs/ta-dpfl/flwr", "run-key": "run",
-    "resume": False, "round-timeout": 600.0,
-}
 
 
 def _toml(v) -> str:

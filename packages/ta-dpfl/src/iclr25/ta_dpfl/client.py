@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .accounting import epsilon_spent
-from .schedule import ORDERS, Schedule, check_min_batch, make_schedule, rate_for_round
+from .feasibility import check_min_batch
+from .schedule import ORDERS, Schedule, make_schedule, rate_for_round
 
 __all__ = [
     "NodeConfig",

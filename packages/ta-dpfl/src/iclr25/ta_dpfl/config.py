@@ -16,7 +16,26 @@ from typing import Literal
 
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedsOption
 
-__all__ = ["FederationSpec", "FlwrAppConfig", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets", "check_groups"]
+__all__ = ["FederationSpec", "FlwrAppConfig", "ScheduleConfig", "TrainConfig", "TaReproduceOptions", "group_budgets",
+           "check_groups", "ADULT_SIGMA", "FLWR_APP_CONFIG"]
+
+#: The one source of truth for the Adult setting's noise multiplier: the smallest σ (rounded up) at which every
+#: client of the default Adult setting (12 clients, ε = 1/2/4, ρ = 0.25/0.5/1, T = 30, K = 4) meets the spec's
+#: guard q·m_n ≥ 20 (the spec's σ = 1.5 gives the ε = 1, ρ = 0.25 clients q·m ≈ 12, refused before training).
+#: ``train``'s default, the Flower app's config (:data:`FLWR_APP_CONFIG`, this package's pyproject.toml, the
+#: ``flwr-app`` folder) and the reproduction's Adult setting use it. ``schedule`` keeps the spec's σ = 1.5:
+#: it prints schedules (and names the clients below the guard), it does not train.
+ADULT_SIGMA = 2.2
+
+#: ``[tool.flwr.app.config]`` of the Flower app: this package's own ``pyproject.toml`` (``flwr run
+#: packages/ta-dpfl``) and the folder ``iclr25-ta-dpfl flwr-app`` writes (tested equal). Public hyperparameters only.
+FLWR_APP_CONFIG = {
+    "method": "ta", "num-clients": 3, "sigma": ADULT_SIGMA, "max-grad-norm": 1.0, "num-server-rounds": 30,
+    "local-steps": 4, "transition": -1, "lr": 2.0, "hidden": 64, "dataset": "adult", "csv-path": "",
+    "label-column": "label", "model-factory": "", "split-seed": 0, "val-fraction": 0.1, "seed": 0,
+    "min-expected-batch": 20.0, "grad-sample-mode": "ghost", "out-dir": "runs/ta-dpfl/flwr", "run-key": "run",
+    "resume": False, "round-timeout": 600.0,
+}
 
 Method = Literal["dpfedavg", "idp", "ta", "ta-reverse", "ta-uniform", "ta-spend-first"]
 
@@ -206,8 +225,8 @@ class TrainConfig(CommonOptions, SeedsOption):
     rhos: tuple[float, ...] = (0.25, 0.5, 1.0)
     """Saving factors, one per group [design]."""
     delta: float = 1e-5
-    sigma: float = 2.2
-    """Noise multiplier σ (2.2: the smallest meeting q·m >= 20 for the default Adult setting)."""
+    sigma: float = ADULT_SIGMA
+    """Noise multiplier σ (2.2: the smallest meeting q·m >= 20 for the default Adult setting; ADULT_SIGMA)."""
     max_grad_norm: float = 1.0
     """Clip norm C [design]."""
     rounds: int = 30
@@ -239,11 +258,11 @@ class TaReproduceOptions(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (Adult and digits); write results.json / results.md."""
 
     resume: bool = False
-    """Reuse every finished federation under ``OUT/runs`` and continue unfinished ones from their last
-    round checkpoint (without it, an existing run folder is deleted and run again)."""
-    workers: int = 2
-    """Worker processes running federations side by side (1: everything in this process)."""
+    """Keep the jobs an interrupted run finished (OUT/records; refused if settings changed) and continue an
+    unfinished federation from its last round checkpoint (without it, OUT/runs is deleted and run again)."""
+    workers: int | None = None
+    """Worker processes of the core's runner, one thread each (default: from the cores; 1: in this process)."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
+        if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers={self.workers} must be >= 1")

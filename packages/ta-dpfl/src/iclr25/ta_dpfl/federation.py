@@ -42,7 +42,8 @@ from .client import (
 from .config import FederationSpec
 from .data import load_federated
 from .dp_sgd import PrivacyBudgetExceeded, build_model, evaluate
-from .schedule import BudgetInfeasibleError, ClientBudget, Schedule, plan_federation
+from .planning import plan_federation
+from .schedule import BudgetInfeasibleError, ClientBudget, Schedule
 
 __all__ = [
     "ServerState",

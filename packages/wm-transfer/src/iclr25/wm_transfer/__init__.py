@@ -43,7 +43,7 @@ _LAZY = {
     # data and pipeline
     "ImageSet": "data", "load_images": "data", "load_cifar_role": "data",
     "evaluate_images": "evaluation", "summarize_records": "evaluation",
-    "run_comparison": "pipeline", "watermark_images": "pipeline", "run_attack": "pipeline",
+    "run_comparison": "comparison", "watermark_images": "attack_run", "run_attack": "attack_run",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,8 +55,10 @@ if TYPE_CHECKING:  # pragma: no cover
         transfer_attack,
         whitebox_attack,
     )
+    from .attack_run import run_attack, watermark_images  # noqa: F401
     from .baselines import POST_PROCESSING, match_quality, post_process  # noqa: F401
     from .checkpoint import DecoderCheckError, check_decoders, load_watermark_model, save_watermark_model  # noqa: F401
+    from .comparison import run_comparison  # noqa: F401
     from .data import ImageSet, load_cifar_role, load_images  # noqa: F401
     from .detect import (  # noqa: F401
         bit_accuracy,
@@ -94,7 +96,6 @@ if TYPE_CHECKING:  # pragma: no cover
         jpeg_approx,
         random_noise_layer,
     )
-    from .pipeline import run_attack, run_comparison, watermark_images  # noqa: F401
     from .quality import image_quality, l2, linf, psnr, ssim, to_unit  # noqa: F401
     from .toy import linear_toy  # noqa: F401
     from .train import TrainSettings, draw_message, measure_clean_bit_accuracy, train_watermark_model  # noqa: F401

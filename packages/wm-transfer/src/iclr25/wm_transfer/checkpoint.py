@@ -31,7 +31,7 @@ from torch import Tensor
 from .models import Discriminator, HiddenConfig, WatermarkModel, check_messages
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "save_watermark_model", "load_watermark_model", "file_sha256",
-           "model_fingerprint", "DecoderCheckError", "check_decoders"]
+           "model_fingerprint", "DecoderCheckError", "check_decoders", "decoder_check_job"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +224,27 @@ def check_decoders(models: dict[str, WatermarkModel], covers: Tensor, min_bit_ac
                                 "read its own watermark voids every evasion number; retrain it (more epochs) "
                                 "or lower --min-bit-acc knowingly", accs)
     return accs
+
+
+def decoder_check_job(settings: dict[str, Any], seed: int | None, deps: dict[str, Any]) -> dict[str, Any]:
+    """Runner job of the reproduction: :func:`check_decoders` on the first ``settings["n_images"]`` test
+    images for every trained model (``deps``: the training records, each with its ``path``).
+
+    Returns:
+        ``{"passed": bool, "accuracies": {name: accuracy}, "min_bit_acc", "error": message or None,
+        "sha256": {name: file hash}}``. A failed check is recorded, not raised, so the reproduction can
+        write ``results.json`` with every accuracy before it raises :class:`DecoderCheckError`.
+    """
+    from .data import load_cifar_role
+
+    dev = torch.device(settings.get("device", "cpu"))
+    models = {rec["name"]: load_watermark_model(rec["path"], dev) for rec in deps.values()}
+    test = load_cifar_role("test", settings["n_images"], seed=0).images.to(dev)
+    sha = {rec["name"]: file_sha256(rec["path"]) for rec in deps.values()}
+    try:
+        accs = check_decoders(models, test, settings["min_bit_acc"])
+    except DecoderCheckError as e:
+        return {"passed": False, "accuracies": e.accuracies, "min_bit_acc": settings["min_bit_acc"], "error": str(e),
+                "sha256": sha}
+    return {"passed": True, "accuracies": accs, "min_bit_acc": settings["min_bit_acc"], "error": None, "sha256": sha}
+

@@ -24,7 +24,7 @@ def _train(cfg: TrainConfig) -> int:
 
 
 def _attack(cfg: AttackConfig) -> int:
-    from .pipeline import run_attack
+    from .attack_run import run_attack
 
     s = run_attack(cfg)
     ev = "undefined" if s["evasion_rate"] is None else f"{s['evasion_rate']:.3f}"
@@ -35,8 +35,8 @@ def _attack(cfg: AttackConfig) -> int:
 
 
 def _evaluate(cfg: EvaluateConfig) -> int:
+    from .evaluate_run import evaluate_run
     from .evaluation import summary_table
-    from .pipeline import evaluate_run
 
     s = evaluate_run(cfg)
     print(summary_table(s), end="")
@@ -78,7 +78,7 @@ COMMANDS = {
     "evaluate": Command(EvaluateConfig, _evaluate, "bit accuracy, detection, evasion, SSIM, PSNR, l_inf, l_2 of an attack run"),
     "compare": Command(CompareConfig, _compare, "transfer per m vs sign/clip variants, matched post-processing, noise, white-box"),
     "reproduce": reproduce_command("wm-transfer", "iclr25.wm_transfer.reproduce:reproduce", __version__,
-                                   config=ReproduceConfig),
+                                   config=ReproduceConfig, deprecated={"--jobs": "--workers"}),
     "demo": Command(DemoConfig, _demo, "linear toy with a known answer (bits flip iff rho > 0.618)"),
 }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from .attack_run import watermark_images
 from .checkpoint import (
     DecoderCheckError,
     check_decoders,
@@ -17,11 +18,10 @@ from .checkpoint import (
     load_watermark_model,
     save_watermark_model,
 )
-from .config import CompareConfig, TrainConfig, default_alpha
+from .comparison import comparison_table, run_comparison
+from .config import TINY, CompareConfig, TrainConfig, default_alpha
 from .data import load_images
 from .models import HiddenConfig
-from .pipeline import comparison_table, run_comparison, watermark_images
-from .reproduce import TINY
 from .train import TrainSettings, draw_message, train_watermark_model
 
 __all__ = ["hidden_config_for", "train_command", "compare_command"]

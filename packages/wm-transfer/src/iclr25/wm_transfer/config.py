@@ -17,7 +17,14 @@ from typing import Literal
 from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
 __all__ = ["AttackParams", "TrainConfig", "AttackConfig", "EvaluateConfig", "CompareConfig", "ReproduceConfig",
-           "DemoConfig", "default_alpha", "check_unit_interval", "check_attack_params"]
+           "DemoConfig", "default_alpha", "check_unit_interval", "check_attack_params", "TINY", "CPU_TRAIN"]
+
+#: [design] the CPU-scale architecture (spec tiny HiDDeN with the issue's measured fixes)
+TINY = dict(H=32, W=32, enc_blocks=3, enc_ch=16, dec_blocks=4, dec_ch=32, dec_strides=2, message_embed="spatial",
+            msg_ch=16, decoder_head="flatten", residual=True, residual_scale=1.0)
+#: [design] CPU training settings (the paper's: lr 1e-3, batch 100, image weight 0.7 fixed, 200 epochs)
+CPU_TRAIN = dict(batch_size=32, lr=2e-3, image_weight=0.05, img_weight_growth=1.1, target_psnr=30.0,
+                 robust_start=0.25)
 
 
 def default_alpha(H: int, W: int) -> float:
@@ -263,19 +270,20 @@ class CompareConfig(CommonOptions, SeedOption, AttackParams):
 class ReproduceConfig(ReproduceOptions):
     """Train the target and surrogates on the CIFAR-10 subset, attack, compare, and report the claims."""
 
-    jobs: int = 2
-    """Parallel processes (one thread each) on CPU for the trainings and the targets' comparisons; 1 on a GPU."""
+    workers: int | None = None
+    """Worker processes (one thread each) of the core's runner on CPU for the trainings, the decoder check and
+    the targets' comparisons (default: from the cores; 1 = in this process; always 1 on a GPU). Was --jobs."""
     target_seed: int = 1000
     """Seed of the target model and its message (the surrogates use --seeds)."""
     min_bit_acc: float = 0.9
     """Decoder check threshold: below it no attack runs and results.json records the failure."""
     resume: bool = False
-    """Reuse finished models in <out>/models, continue interrupted trainings from their epoch checkpoints, and
-    reuse finished <out>/comparison_<target>.json files computed with the same settings and models."""
+    """Keep the jobs an interrupted run in <out> finished (records under <out>/records; refused if settings
+    changed) and continue interrupted trainings from their epoch checkpoints."""
 
     def __post_init__(self) -> None:
-        if self.jobs < 1:
-            raise ValueError(f"jobs must be >= 1, got {self.jobs}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
         check_unit_interval("min_bit_acc", self.min_bit_acc)
 
 
