@@ -168,7 +168,9 @@ class ReproduceArgs(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale; writes OUT/results.{json,md}."""
 
     workers: int | None = None
-    """Processes the seeds run in (default min(#seeds, #CPUs), --threads torch threads each; 1: in-process)."""
+    """Processes the jobs run in (default: from the cores, --threads torch threads each; 1: in-process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (refused if the settings changed)."""
 
 
 def _pairs(data: str, domain: str, part: str):
