@@ -213,7 +213,8 @@ def cmd_train(a: TrainArgs) -> int:
     from .base import check_context
     from .config import QAdapterConfig
     from .data import tokenize_pairs
-    from .model import LoRAPolicy, QAdapterModel
+    from .baseline import LoRAPolicy
+    from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
     if a.resume:  # checked before the data and the model load
@@ -259,7 +260,8 @@ def cmd_train(a: TrainArgs) -> int:
 
 
 def _load_policy(a):
-    from .model import QCONFIG_NAME, LoRAPolicy, QAdapterModel
+    from .baseline import LoRAPolicy
+    from .model import QCONFIG_NAME, QAdapterModel
 
     adapter = Path(a.adapter)
     if not (adapter / "adapter_config.json").is_file():

@@ -150,7 +150,8 @@ def method_job(settings: dict, seed: int, deps: dict) -> dict:
 
     from .config import QAdapterConfig
     from .evaluate import general_nll, pair_accuracy
-    from .model import LoRAPolicy, QAdapterModel
+    from .baseline import LoRAPolicy
+    from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
     s = settings_from_dict(settings["repro"])
