@@ -211,9 +211,9 @@ def cmd_train(a: TrainArgs) -> int:
     from iclr25.core.seed import seed_everything
 
     from .base import check_context
+    from .baseline import LoRAPolicy
     from .config import QAdapterConfig
     from .data import tokenize_pairs
-    from .baseline import LoRAPolicy
     from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 

@@ -148,9 +148,9 @@ def method_job(settings: dict, seed: int, deps: dict) -> dict:
 
     from iclr25.core.seed import seed_everything
 
+    from .baseline import LoRAPolicy
     from .config import QAdapterConfig
     from .evaluate import general_nll, pair_accuracy
-    from .baseline import LoRAPolicy
     from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
