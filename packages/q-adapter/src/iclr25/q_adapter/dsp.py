@@ -36,8 +36,9 @@ class ReproSettings:
     n_train_queries: int = 100
     """DSP train queries used for training (of the 500 of the seeded 500/161 split)."""
     n_val_queries: int = 16
-    """Further train-part queries (never trained on) whose pairs form the validation split that picks
-    each method's learning rate and checkpoint."""
+    """Test-part queries after the ``n_test_queries`` test ones (never trained on, not in the base's
+    pre-training corpus) whose pairs form the validation split that picks each method's learning rate and
+    checkpoint."""
     n_test_queries: int = 40
     """DSP test queries used (of 161)."""
     max_length: int = 96
@@ -63,7 +64,7 @@ class ReproSettings:
 
 
 QUICK = ReproSettings()
-FULL = ReproSettings(base=FULL_BASE, n_train_queries=300, n_val_queries=40, n_test_queries=161, max_length=128,
+FULL = ReproSettings(base=FULL_BASE, n_train_queries=300, n_val_queries=40, n_test_queries=121, max_length=128,
                      lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1, 2), n_general=300, tabular_iters=800, checkpoints=8)
 
 
@@ -109,12 +110,13 @@ def _data(s: ReproSettings, seed: int) -> _Data:
     train_idx, test_idx = split_queries(len(recs), 500, seed=0)
     rng = np.random.default_rng(seed)
     tr = np.sort(rng.choice(train_idx, size=min(s.n_train_queries, len(train_idx)), replace=False))
-    rest = np.setdiff1d(train_idx, tr)
-    if s.n_val_queries > len(rest):
-        raise ValueError(f"n_val_queries={s.n_val_queries} but only {len(rest)} train-part queries are left "
-                         f"after the {len(tr)} training ones; lower n_train_queries or n_val_queries")
-    va = np.sort(np.random.default_rng(2000 + seed).choice(rest, size=s.n_val_queries, replace=False))
+    if s.n_test_queries + s.n_val_queries > len(test_idx):
+        raise ValueError(f"n_test_queries + n_val_queries = {s.n_test_queries + s.n_val_queries} exceeds the "
+                         f"{len(test_idx)} test-part queries; lower one of them")
+    # validation: test-part queries after the test ones. Not train-part queries: the base's pre-training corpus
+    # holds the DSP `normal` answers of every train-part query, which biases pair accuracy on them.
     te = test_idx[: s.n_test_queries]
+    va = test_idx[s.n_test_queries: s.n_test_queries + s.n_val_queries]
     kw = dict(max_length=s.max_length, max_prompt_length=s.max_prompt_length)
     pairs = lambda idx: tokenize_pairs(load_dsp_pairs(records=recs, domain=s.domain, indices=idx), tok, **kw)  # noqa: E731
     return _Data(tok=tok, base=base, train=pairs(tr), val=pairs(va), test=pairs(te),
