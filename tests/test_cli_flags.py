@@ -83,13 +83,6 @@ PENDING: dict[str, set[str]] = {
         "train-knowledge: --save-every (use --checkpoint-every)",
         "train-skill: --save-every (use --checkpoint-every)",
     },
-    "iclr25-q-adapter": {
-        "evaluate: --quick outside reproduce",
-        "generate: --quick outside reproduce",
-        "reproduce: no --resume (a runner flag)",
-        "train: --learning-rate (use --lr)",
-        "train: --quick outside reproduce",
-    },
     "iclr25-ridge-bias": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
@@ -102,7 +95,6 @@ PENDING: dict[str, set[str]] = {
     "iclr25-vbon": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
-        "train: --save-every (use --checkpoint-every)",
     },
     "iclr25-wm-transfer": {
         "reproduce: --jobs (use --workers)",
