@@ -3,7 +3,7 @@
 Baselines (same prompts, EOS ignored so every run makes ``--new-tokens`` tokens per row):
 
 * ``base_loop``: the plain ``*ForCausalLM`` (no peft) in the same KV-cached token loop
-  (:func:`iclr25.q_adapter.model.kv_decode`);
+  (:func:`iclr25.q_adapter.decoding.kv_decode`);
 * ``base_hf_generate``: the plain model's Hugging Face ``generate`` (greedy).
 
 Customised policy ``softmax((Q + alpha_0 log pi_1)/alpha~)``:
@@ -44,7 +44,7 @@ def main() -> None:
 
     from iclr25.core.lm import load_causal_lm, tiny_causal_lm
     from iclr25.q_adapter import QAdapterConfig, QAdapterModel
-    from iclr25.q_adapter.model import cache_kwarg, kv_decode
+    from iclr25.q_adapter.decoding import cache_kwarg, kv_decode
 
     if a.base:
         model, _ = load_causal_lm(a.base, device=a.device)

@@ -11,7 +11,7 @@ import torch
 
 from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
 from iclr25.q_adapter import PreferencePair, QAdapterConfig, QAdapterModel, tokenize_pairs
-from iclr25.q_adapter.model import LoRAPolicy
+from iclr25.q_adapter.baseline import LoRAPolicy
 from iclr25.q_adapter.trainer import PreferenceTrainer, TrainerConfig
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
+CONFIGS = Path(__file__).resolve().parents[1] / "src" / "iclr25" / "q_adapter" / "configs" / "accelerate"
 
 
 def _launch_args(path: Path):
@@ -62,6 +62,10 @@ def test_deepspeed_configs(stage):
 
 
 def test_readme_launch_commands_name_the_shipped_files():
-    readme = (CONFIGS.parents[1] / "README.md").read_text(encoding="utf-8")
-    for p in CONFIGS.glob("*.yaml"):
-        assert f"accelerate launch --config_file packages/q-adapter/configs/accelerate/{p.name}" in readme, p.name
+    from iclr25.q_adapter.presets import ACCELERATE_CONFIGS, preset_path
+
+    readme = (CONFIGS.parents[4] / "README.md").read_text(encoding="utf-8")
+    assert sorted(f"accelerate/{p.stem}" for p in CONFIGS.glob("*.yaml")) == sorted(ACCELERATE_CONFIGS)
+    for name in ACCELERATE_CONFIGS:
+        assert f'accelerate launch --config_file "$(python -m iclr25.q_adapter.presets {name})"' in readme, name
+        assert preset_path(name).is_file()

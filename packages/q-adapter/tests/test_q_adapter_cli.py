@@ -88,3 +88,25 @@ def test_evaluate_on_dsp(tmp_path, local_base, need_file, capsys):
     assert json.loads((tmp_path / "eval" / "eval.json").read_text()) == res
     assert set(res) == {"pair_accuracy", "base_pair_accuracy", "general_nll", "base_general_nll", "forgetting"}
     assert 0 <= res["pair_accuracy"] <= 1 and res["general_nll"] > 0
+
+
+def test_config_by_name_loads_the_packaged_preset(capsys):
+    """``--config quick`` / ``--config paper`` name presets shipped in the wheel (issue 46 §5); an unknown name is
+    one line, exit 2."""
+    from iclr25.q_adapter.cli import _named_presets
+    from iclr25.q_adapter.presets import main as presets_main
+    from iclr25.q_adapter.presets import preset_path
+
+    got = _named_presets(["train", "--config", "quick", "--lr", "1e-3"])
+    assert got[2] == str(preset_path("quick")) and got[3:] == ["--lr", "1e-3"]
+    assert _named_presets(["train", "--config=paper"])[1] == f"--config={preset_path('paper')}"
+    assert "lr: 0.003" in preset_path("quick").read_text()
+    import dataclasses
+
+    from iclr25.core.config import load_config_file
+    from iclr25.q_adapter.cli import TrainArgs
+
+    names = {f.name for f in dataclasses.fields(TrainArgs)}
+    for p in ("quick", "paper"):  # every key of the presets is a train flag (renamed keys included)
+        assert set(load_config_file(preset_path(p))) <= names, p
+    assert presets_main(["nope"]) == 2 and "unknown preset" in capsys.readouterr().err

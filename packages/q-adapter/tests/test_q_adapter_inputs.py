@@ -35,8 +35,8 @@ def pairs_file(tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--max-prompt-length", "0"], "--max-prompt-length must be >= 1"),
     (["--max-steps", "-3"], "--max-steps must be >= 0"),
-    (["--learning-rate", "0"], "--learning-rate must be a finite number > 0"),
-    (["--learning-rate", "nan"], "--learning-rate must be a finite number > 0"),
+    (["--lr", "0"], "--lr must be a finite number > 0"),
+    (["--learning-rate", "nan"], "--lr must be a finite number > 0"),  # the deprecated alias still works
     (["--epochs", "0"], "--epochs must be >= 1"),
     (["--max-length", "500", "--max-prompt-length", "8"], "exceeds the model's context of 96"),
 ])
@@ -48,6 +48,8 @@ def test_unchecked_settings_are_clean_errors(tmp_path, local_base, pairs_file, c
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err and "Traceback" not in err
+    if "--learning-rate" in flags:
+        assert "--learning-rate is deprecated" in err and "use --lr" in err
     assert not (tmp_path / "o" / "adapter").exists()
 
 

@@ -1,4 +1,4 @@
-"""Smoke test of reproduce() at tiny settings (real data), and the full quick run (slow)."""
+"""Smoke test of reproduce() at tiny settings (real data) on the core runner, and the full quick run (slow)."""
 
 from __future__ import annotations
 
@@ -10,40 +10,49 @@ import pytest
 from iclr25.core.results import Claim
 
 NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "dsp/pair_accuracy_vs_dpo",
-         "dsp/forgetting_lt_dpo", "dsp/forgetting_lt_sft", "dsp/pair_accuracy_vs_dpo_paper_loss",
-         "dsp/forgetting_lt_dpo_paper_loss", "dsp/forgetting_lt_sft_paper_loss",
-         "mechanism/code_regulariser_dominates_loss_at_init"]
+         "dsp/forgetting_at_matched_accuracy_lt_dpo", "dsp/forgetting_at_matched_accuracy_lt_sft",
+         "dsp/pair_accuracy_vs_dpo_paper_loss", "dsp/forgetting_at_matched_accuracy_lt_dpo_paper_loss",
+         "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss"]
 
 
-@pytest.mark.realdata
-def test_reproduce_smoke_parallel_seeds_equal_in_process(tmp_path, monkeypatch, need_file):
-    need_file("dsp/domain_specific_preference.test.json")
-    need_file("hh-rlhf/helpful.test.json")
-    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+def _tiny():
     from iclr25.core.lm import TinyLMSpec
     from iclr25.q_adapter import reproduce as rp
     from iclr25.q_adapter.base import BaseLMConfig
 
-    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
-    tiny = rp.ReproSettings(base=BaseLMConfig(lm=TinyLMSpec(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3,
+    return rp.ReproSettings(base=BaseLMConfig(lm=TinyLMSpec(n_layer=1, n_embd=32, n_head=2, vocab_size=300, steps=3,
                                                              seq_len=32, batch_size=4)),
-                            n_train_queries=3, n_test_queries=2, max_length=40, max_prompt_length=16,
-                            n_general=3, tabular_iters=20, seeds=(0, 1), curve_points=1, curve_pairs=4)
+                            n_train_queries=3, n_val_queries=2, n_test_queries=2, max_length=40,
+                            max_prompt_length=16, n_general=3, tabular_iters=20, seeds=(0, 1), checkpoints=1)
+
+
+@pytest.mark.realdata
+def test_reproduce_smoke_two_workers_equal_in_process(tmp_path, monkeypatch, need_file):
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter import reproduce as rp
+
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    tiny = _tiny()
     monkeypatch.setattr(rp, "QUICK", tiny)
-    claims = rp.reproduce(True, tmp_path / "out", workers=2)
+    claims = rp.reproduce(True, tmp_path / "out", workers=2, quiet=True)
     assert [c.name for c in claims] == NAMES
     assert all(isinstance(c, Claim) for c in claims)
+    for c in claims:  # the claim record is filled (issue 45 §1)
+        assert c.paper_ref and c.n_seeds is not None
+        if c.name.startswith("dsp/"):
+            assert c.kind == "headline" and c.n_seeds == 2 and c.spread is not None and c.plot == "headline.png"
     assert (tmp_path / "out" / "raw.json").is_file()
-    assert (tmp_path / "out" / "curve.csv").read_text().startswith("method,seed,step,pair_accuracy")
-    # the seeds ran in 2 spawned processes; seed 1 again in this process gives the same numbers
-    raw = json.loads((tmp_path / "out" / "raw.json").read_text())
-    assert raw["workers"] == 2
-    again = rp.run_dsp(tiny, 1)
-    for m in (*rp.METHODS, "base"):
-        for k in ("pair_accuracy", "general_nll"):
-            assert raw["dsp_runs"][1][m][k] == pytest.approx(again[m][k], rel=1e-5, abs=1e-6), (m, k)
-    flat = lambda c: [x for pt in c for x in pt]  # noqa: E731
-    assert flat(raw["dsp_runs"][1]["q-adapter-code"]["curve"]) == pytest.approx(flat(again["q-adapter-code"]["curve"]))
+    assert (tmp_path / "out" / "curve.csv").read_text().startswith("method,lr,seed,step,val_accuracy")
+    assert len(list((tmp_path / "out" / "records").glob("*.json"))) == 2 + 4 * 2
+    # the same job again, in this process: the same record
+    from iclr25.q_adapter.dsp import method_job, settings_to_dict
+
+    r2 = json.loads((tmp_path / "out" / "records" / "dpo-lr0.003-seed1.json").read_text())["record"]
+    r1 = method_job({"repro": settings_to_dict(tiny), "method": "dpo", "lr": 3e-3}, 1, {})
+    flat = lambda c: [float(x) for p in c for x in p.values()]  # noqa: E731
+    assert flat(r1["curve"]) == pytest.approx(flat(r2["curve"]))
 
 
 @pytest.mark.slow

@@ -289,3 +289,22 @@ def test_qadapter_loss_dropout_free_in_training():
             losses[disable] = (train_loss, tr.model(**batch)[0])
     assert torch.equal(*losses[True])
     assert not torch.equal(*losses[False])
+
+
+def test_code_regulariser_dominates_the_loss_at_init(tiny_lm):
+    """Was the claim ``mechanism/code_regulariser_dominates_loss_at_init`` (issue 45 §2: fixed by the base's NLL
+    at init, so it is a property of the loss, tested here). The official code's ``reg_beta * mean r_t^2``
+    equals the value recomputed from the residual rewards, and at init (adapter B = 0) it outweighs the
+    Bradley-Terry term divided by the padded length; the paper's loss has no regulariser."""
+    from iclr25.q_adapter import QAdapterConfig, QAdapterModel
+    model, tok = tiny_lm
+    b, _ = _dpo_batch(tok)
+    ids, attn, resp = b["input_ids"], b["attention_mask"], b["response_mask"]
+    pol = QAdapterModel(model, QAdapterConfig.variant("code"))
+    _, stats = pol.loss(ids, attn, resp)
+    r, mask = pol.token_rewards(ids, attn, resp)
+    expected = 0.1 * float((r.detach() ** 2 * mask).sum() / mask.sum())
+    assert stats["reg_loss"] == pytest.approx(expected, rel=1e-5)
+    assert stats["reg_loss"] > stats["pref_loss"]
+    _, paper = QAdapterModel(model, QAdapterConfig.variant("paper")).loss(ids, attn, resp)
+    assert paper["reg_loss"] == 0.0

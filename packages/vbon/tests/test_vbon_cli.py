@@ -96,7 +96,7 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
     assert len(rows) == 4 and all(row["best_reward"] == max(row["rewards"]) for row in rows)
     out = tmp_path / "run"
     base = ["train", "--out", str(out), "--vbon.m", "8", "--vbon.prompts-per-step", "2",
-            "--vbon.samples-per-prompt", "2", "--vbon.max-new-tokens", "6", "--save-every", "1", "--quiet", *common]
+            "--vbon.samples-per-prompt", "2", "--vbon.max-new-tokens", "6", "--checkpoint-every", "1", "--quiet", *common]
     assert main([*base, "--vbon.steps", "2"]) == 0
     assert (out / "checkpoint" / "trainer_state.pt").is_file() and (out / "reward_cdf.jsonl").is_file()
     assert main([*base, "--vbon.steps", "3", "--resume"]) == 0
@@ -136,7 +136,8 @@ def test_yaml_presets_parse(name):
     ("train", "--vbon.max-grad-norm", "inf", "--vbon.max-grad-norm"),
     ("train", "--vbon.steps", "-3", "--vbon.steps"),
     ("train", "--vbon.samples-per-prompt", "1", "--vbon.samples-per-prompt"),
-    ("train", "--save-every", "-1", "--save-every"),
+    ("train", "--checkpoint-every", "-1", "--checkpoint-every"),
+    ("train", "--save-every", "-1", "--checkpoint-every"),  # the deprecated alias still works
     ("train", "--num-prompts", "0", "--num-prompts"),
     ("bon-sample", "--temperature", "nan", "--temperature"),
     ("bon-sample", "--temperature", "0", "--temperature"),

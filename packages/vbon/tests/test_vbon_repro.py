@@ -95,7 +95,7 @@ def test_reproduce_smoke(data_dir, shared_cache, monkeypatch, tmp_path):
                                                                 seq_len=24, steps=13, lr=5e-3))
     tiny = replace(rp.QUICK, n_train_prompts=4, n_eval_prompts=4, m=8, ns=(2, 4), betas=(0.5,), steps=2,
                    prompts_per_step=2, samples_per_prompt=2, eval_samples_per_prompt=2, bon_repeats=2,
-                   bon_ns=(2, 4), throughput_prompts=4, throughput_n=4, max_new_tokens=6)
+                   bon_ns=(2, 4), throughput_prompts=4, max_new_tokens=6)
     monkeypatch.setattr(rp, "QUICK", tiny)
     rep = run_reproduction("vbon", rp.reproduce, quick=True, out_dir=tmp_path / "out", version="test")
     assert [c.name for c in rep.claims] == CLAIMS
@@ -120,3 +120,39 @@ def test_reproduce_quick_full(data_dir, tmp_path):
         out = subprocess.run([sys.executable, str(tool), str(tmp_path), "vbon", *CLAIMS], capture_output=True, text=True)
         assert "required present: 5/5" in out.stdout, out.stdout
     assert time.perf_counter() - t < 1800
+
+
+def test_bon_n_at_win_rate_interpolates_in_log_n():
+    """Independent hand computation: BoN rates 0.594 (N=2), 0.750 (N=4), 0.865 (N=8); vBoN 0.631 lies
+    (0.631-0.594)/(0.750-0.594) of the way from log 2 to log 4."""
+    import math
+
+    from iclr25.vbon.reproduce import bon_n_at_win_rate
+
+    ns, rates = [2, 4, 8], [0.594, 0.750, 0.865]
+    f = (0.631 - 0.594) / (0.750 - 0.594)
+    assert bon_n_at_win_rate(0.631, ns, rates) == pytest.approx(math.exp((1 + f) * math.log(2)))
+    assert bon_n_at_win_rate(0.55, ns, rates) == pytest.approx(2 ** ((0.55 - 0.5) / (0.594 - 0.5)))  # from N=1
+    assert bon_n_at_win_rate(0.5, ns, rates) == 1.0 and bon_n_at_win_rate(0.3, ns, rates) == 1.0
+    assert bon_n_at_win_rate(0.95, ns, rates) == 8.0  # capped at the largest N measured
+    assert bon_n_at_win_rate(0.70, [4, 2], [0.75, 0.80]) == pytest.approx(  # non-monotone rates -> running max
+        2 ** ((0.70 - 0.5) / (0.80 - 0.5)))
+    with pytest.raises(ValueError, match="N >= 2"):
+        bon_n_at_win_rate(0.6, [1, 2], [0.5, 0.6])
+
+
+def test_matched_cost_ratio_and_its_failure():
+    """Linear BoN time t(N) = N, vBoN time 1: the ratio is the matched N; a vBoN at the reference's win rate
+    (1/2) gets BoN's N=1 cost, which is the claim's baseline, so the claim fails."""
+    from iclr25.vbon.reproduce import matched_cost
+
+    rows = {2: {"win_rate": 2 / 3, "se": 0.0}, 4: {"win_rate": 0.8, "se": 0.0}, 8: {"win_rate": 8 / 9, "se": 0.0}}
+    tb = {1: 1.0, 2: 2.0, 4: 4.0, 8: 8.0}
+    got = matched_cost(0.75, 0.0, rows, 1.0, tb, draws=50)
+    n = 2 ** (1 + (0.75 - 2 / 3) / (0.8 - 2 / 3))
+    assert got["n_match"] == pytest.approx(n) and got["ratio"] == pytest.approx(n)
+    assert got["ratio_se"] == pytest.approx(0.0, abs=1e-12)
+    none = matched_cost(0.5, 0.0, rows, 1.0, tb, draws=50)
+    assert none["ratio"] == pytest.approx(tb[1] / 1.0)  # equal to the baseline: no margin, the claim cannot hold
+    noisy = matched_cost(0.75, 0.03, {k: {**v, "se": 0.03} for k, v in rows.items()}, 1.0, tb, draws=400)
+    assert 0.1 < noisy["ratio_se"] < 2 and noisy["n_match_lo"] < n < noisy["n_match_hi"]

@@ -30,7 +30,7 @@ def test_kill_and_resume_is_bit_identical(tiny_lm, data_dir, shared_cache, tmp_p
     cmd = [sys.executable, "-m", "iclr25.vbon", "train", "--policy", str(lm), "--prompts-file", str(prompts),
            "--vbon.m", "8", "--vbon.prompts-per-step", "2", "--vbon.samples-per-prompt", "2",
            "--vbon.max-new-tokens", "6", "--vbon.steps", "16", "--vbon.algo", "ppo", "--vbon.ppo-epochs", "2",
-           "--vbon.temperature", "0.8", "--save-every", "4", "--quiet"]
+           "--vbon.temperature", "0.8", "--checkpoint-every", "4", "--quiet"]
     res = kill_and_resume(cmd, killed_out=tmp_path / "killed", reference_out=tmp_path / "ref",
                           ready=lambda out: (out / "checkpoint" / "trainer_state.pt").is_file(), max_delay=0.6,
                           compare=["checkpoint/*.safetensors", "checkpoint/trainer_state.pt",

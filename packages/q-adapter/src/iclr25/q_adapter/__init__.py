@@ -21,8 +21,8 @@ _LAZY = {
     "pair_accuracy": "evaluate",
     "action_mask": "losses", "implicit_scores": "losses", "policy_logits": "losses", "qadapter_loss": "losses",
     "residual_rewards": "losses", "sequence_rewards": "losses", "soft_values": "losses",
-    "LoRAPolicy": "model", "QAdapterModel": "model", "check_causal_lm": "model",
-    "PreferenceTrainer": "trainer", "TrainerConfig": "trainer", "preference_step_loss": "trainer",
+    "LoRAPolicy": "baseline", "QAdapterModel": "model", "check_causal_lm": "lora", "kv_decode": "decoding",
+    "PreferenceTrainer": "trainer", "TrainerConfig": "trainer", "preference_step_loss": "step_loss",
     "train_qadapter": "trainer",
 }
 

@@ -133,7 +133,7 @@ def load_base(base: str = "embedded", *, quick: bool = True, device: str = "auto
     """
     from iclr25.core.seed import choose_device
 
-    from .model import check_causal_lm
+    from .lora import check_causal_lm
 
     if base == "embedded":
         if load_in_4bit or load_in_8bit or device_map is not None:

@@ -27,7 +27,9 @@ __all__ = ["main", "TrainArgs", "EvaluateArgs", "GenerateArgs", "TabularArgs", "
 log = logging.getLogger("iclr25.q_adapter")
 
 
-_DEPRECATED = {"--output-dir": "--out"}
+_DEPRECATED = {"--output-dir": "--out", "--quick": "--small-base", "--no-quick": "--no-small-base"}
+#: train also renames --learning-rate (issue 47 §9: one flag per meaning across the packages)
+_TRAIN_DEPRECATED = {**_DEPRECATED, "--learning-rate": "--lr"}
 
 
 def _check_lengths(max_length: int, max_prompt_length: int) -> None:
@@ -61,7 +63,8 @@ class TrainArgs(CommonOptions, SeedOption, ModelLoadOptions):
     reg_beta: float | None = None
     """Weight of the code's regulariser beta * mean r_t^2 (None: the variant's, paper 0, code 0.1)."""
     lora_r: int = 8
-    learning_rate: float = 3e-4
+    lr: float = 3e-4
+    """AdamW learning rate (official 3e-4; ``--learning-rate`` is a deprecated alias)."""
     epochs: int = 3
     batch_size: int = 8
     """Pairs per process per step (global batch = batch_size x processes x grad_accum)."""
@@ -81,12 +84,13 @@ class TrainArgs(CommonOptions, SeedOption, ModelLoadOptions):
     """Base model dropout off in training (TRL's default for preference losses: the policy and reference
     forwards see one dropout-free network); ``--no-disable-dropout`` keeps the model's dropout. LoRA dropout
     is not affected."""
-    quick: bool = True
-    """Embedded base size: quick (2 layers) or full (4 layers)."""
+    small_base: bool = True
+    """Embedded base size: small (2 layers, ``--small-base``) or full (4 layers, ``--no-small-base``);
+    ``--quick``/``--no-quick`` are deprecated aliases (``--quick`` is only on ``reproduce``)."""
 
     def __post_init__(self) -> None:
         _check_lengths(self.max_length, self.max_prompt_length)
-        _check_positive("learning-rate", self.learning_rate)
+        _check_positive("lr", self.lr)
         _check_positive("alpha-tilde", self.alpha_tilde)
         if not (math.isfinite(self.alpha_0) and self.alpha_0 >= 0):
             raise ValueError(f"--alpha-0 must be finite and >= 0, got {self.alpha_0}")
@@ -116,7 +120,7 @@ class EvaluateArgs(CommonOptions, ModelLoadOptions):
     """Held-out helpful and harmless dialogues each for the forgetting metric."""
     general_max_length: int = 128
     """Tokens per general-text dialogue (capped at the model's context)."""
-    quick: bool = True
+    small_base: bool = True
 
     def __post_init__(self) -> None:
         _check_lengths(self.max_length, self.max_prompt_length)
@@ -141,7 +145,7 @@ class GenerateArgs(CommonOptions, SeedOption, ModelLoadOptions):
     temperature: float = 1.0
     top_k: int = 0
     policy: Literal["customized", "base", "adapter"] = "customized"
-    quick: bool = True
+    small_base: bool = True
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -168,7 +172,9 @@ class ReproduceArgs(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale; writes OUT/results.{json,md}."""
 
     workers: int | None = None
-    """Processes the seeds run in (default min(#seeds, #CPUs), --threads torch threads each; 1: in-process)."""
+    """Processes the jobs run in (default: from the cores, --threads torch threads each; 1: in-process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (refused if the settings changed)."""
 
 
 def _pairs(data: str, domain: str, part: str):
@@ -195,7 +201,7 @@ def _pairs(data: str, domain: str, part: str):
 def _load(a, *, for_training: bool = False):
     from .base import load_base
 
-    return load_base(a.base, quick=a.quick, device=a.device, dtype=a.dtype, device_map=a.device_map,
+    return load_base(a.base, quick=a.small_base, device=a.device, dtype=a.dtype, device_map=a.device_map,
                      load_in_4bit=a.load_in_4bit, load_in_8bit=a.load_in_8bit,
                      gradient_checkpointing=a.gradient_checkpointing and for_training,
                      trust_remote_code=a.trust_remote_code)
@@ -205,9 +211,10 @@ def cmd_train(a: TrainArgs) -> int:
     from iclr25.core.seed import seed_everything
 
     from .base import check_context
+    from .baseline import LoRAPolicy
     from .config import QAdapterConfig
     from .data import tokenize_pairs
-    from .model import LoRAPolicy, QAdapterModel
+    from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
     if a.resume:  # checked before the data and the model load
@@ -220,7 +227,7 @@ def cmd_train(a: TrainArgs) -> int:
     pairs = _pairs(a.data, a.domain, "train")  # validated before the model loads
     if a.max_pairs:
         pairs = pairs[: a.max_pairs]
-    tcfg = TrainerConfig(method=a.method, learning_rate=a.learning_rate, epochs=a.epochs, batch_size=a.batch_size,
+    tcfg = TrainerConfig(method=a.method, learning_rate=a.lr, epochs=a.epochs, batch_size=a.batch_size,
                          grad_accum=a.grad_accum, max_steps=a.max_steps, seed=a.seed,
                          checkpoint_every=a.checkpoint_every, progress=not a.quiet,
                          disable_dropout=a.disable_dropout)
@@ -253,7 +260,8 @@ def cmd_train(a: TrainArgs) -> int:
 
 
 def _load_policy(a):
-    from .model import QCONFIG_NAME, LoRAPolicy, QAdapterModel
+    from .baseline import LoRAPolicy
+    from .model import QCONFIG_NAME, QAdapterModel
 
     adapter = Path(a.adapter)
     if not (adapter / "adapter_config.json").is_file():
@@ -337,14 +345,31 @@ def cmd_tabular(a: TabularArgs) -> int:
     return 0 if ok else 1
 
 
+def _named_presets(argv: list[str]) -> list[str]:
+    """``--config quick`` / ``--config paper`` (not an existing file) name the packaged presets."""
+    from .presets import PRESETS, preset_path
+
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--config" and i + 1 < len(out) and out[i + 1] in PRESETS and not Path(out[i + 1]).exists():
+            out[i + 1] = str(preset_path(out[i + 1]))
+        elif a.startswith("--config=") and a[9:] in PRESETS and not Path(a[9:]).exists():
+            out[i] = f"--config={preset_path(a[9:])}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``iclr25-q-adapter``; returns the exit code."""
+    import sys
+
+    argv = _named_presets(sys.argv[1:] if argv is None else list(argv))
     return run_cli("iclr25-q-adapter", "Q-Adapter (ICLR 2025): customise a pre-trained LM to a new preference "
                    "with a residual-Q LoRA adapter, without forgetting.", {
                        "train": Command(TrainArgs, cmd_train, "train a Q-Adapter / DPO / SFT LoRA (with --resume)",
-                                        _DEPRECATED),
-                       "evaluate": Command(EvaluateArgs, cmd_evaluate, "pair accuracy and forgetting of an adapter"),
-                       "generate": Command(GenerateArgs, cmd_generate, "sample from the customised policy"),
+                                        _TRAIN_DEPRECATED),
+                       "evaluate": Command(EvaluateArgs, cmd_evaluate, "pair accuracy and forgetting of an adapter",
+                                           _DEPRECATED),
+                       "generate": Command(GenerateArgs, cmd_generate, "sample from the customised policy", _DEPRECATED),
                        "tabular-check": Command(TabularArgs, cmd_tabular, "exact tabular check of the objective"),
                        "reproduce": reproduce_command("q-adapter", "iclr25.q_adapter.reproduce:reproduce",
                                                       __version__, config=ReproduceArgs),

@@ -24,11 +24,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from iclr25.core.lm import dpo_loss
-
+from .baseline import LoRAPolicy
 from .data import TokenizedPair, collate_pairs
-from .losses import action_mask
-from .model import LoRAPolicy, QAdapterModel, _PeftPolicy
+from .model import QAdapterModel, _PeftPolicy
+from .step_loss import preference_step_loss
 
 __all__ = ["TrainerConfig", "PreferenceTrainer", "preference_step_loss", "train_qadapter", "disable_model_dropout"]
 
@@ -86,33 +85,6 @@ class TrainerConfig:
             raise ValueError(f"weight_decay must be finite and >= 0, got {self.weight_decay}")
         if not (math.isfinite(self.dpo_beta) and self.dpo_beta > 0):
             raise ValueError(f"dpo_beta must be finite and > 0, got {self.dpo_beta}")
-
-
-def preference_step_loss(policy: _PeftPolicy, batch: dict[str, torch.Tensor], method: str,
-                         dpo_beta: float = 0.1) -> tuple[torch.Tensor, dict[str, float]]:
-    """Loss of one collated batch (first half chosen) for ``method``.
-
-    Returns: ``(scalar loss, stats)``.
-    """
-    ids, attn, resp = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
-    if method == "q-adapter":
-        if not isinstance(policy, QAdapterModel):
-            raise TypeError("method 'q-adapter' needs a QAdapterModel")
-        return policy.loss(ids, attn, resp)
-    mask = action_mask(resp, attn, "shifted")
-    acts = ids[:, 1:].unsqueeze(-1)
-    b = ids.shape[0] // 2
-    if method == "sft":
-        lp = policy.log_probs(ids[:b], attn[:b])[:, :-1].gather(-1, acts[:b]).squeeze(-1)
-        loss = -(lp * mask[:b]).sum() / mask[:b].sum().clamp(min=1)
-        return loss, {"nll": float(loss.detach())}
-    if method == "dpo":
-        lp = (policy.log_probs(ids, attn)[:, :-1].gather(-1, acts).squeeze(-1) * mask).sum(-1)
-        lb = (policy.base_log_probs(ids, attn)[:, :-1].gather(-1, acts).squeeze(-1) * mask).sum(-1)
-        loss, rw, rl = dpo_loss(lp[:b], lp[b:], lb[:b], lb[b:], beta=dpo_beta)
-        return loss, {"pref_loss": float(loss.detach()), "accuracy": float((rw > rl).float().mean()),
-                      "margin": float((rw - rl).mean())}
-    raise ValueError(f"unknown method {method!r}")
 
 
 def disable_model_dropout(model: torch.nn.Module) -> int:

@@ -124,7 +124,7 @@ def _train(a: TrainArgs) -> int:
     elif metrics.exists():
         metrics.unlink()
     t = time.perf_counter()
-    hist = trainer.train(progress=not a.quiet, checkpoint_dir=ck, save_every=a.save_every, metrics_path=metrics)
+    hist = trainer.train(progress=not a.quiet, checkpoint_dir=ck, save_every=a.checkpoint_every, metrics_path=metrics)
     trainer.save_checkpoint(ck)
     last = hist[-1] if hist else {}
     res = {"method": cfg.method, "n": cfg.n, "kl_coef": cfg.kl_coef, "steps": trainer.step,
@@ -165,7 +165,8 @@ COMMANDS = {
     "bon-sample": Command(BoNSampleArgs, _bon_sample, "inference-time Best-of-N from the reference policy",
                           deprecated={"--output": "--out"}),
     "train": Command(TrainArgs, _train, "fine-tune with vBoN (or --vbon.method rlhf); checkpoints, --resume",
-                     deprecated={"--output-dir": "--out", "--vbon.seed": "--seed"}),
+                     deprecated={"--output-dir": "--out", "--vbon.seed": "--seed",
+                                 "--save-every": "--checkpoint-every"}),
     "evaluate": Command(EvaluateArgs, _evaluate, "win rate vs reference, mean reward, KL to the reference",
                         deprecated={"--output": "--out"}),
     "reproduce": reproduce_command("vbon", "iclr25.vbon.reproduce:reproduce", __version__, config=ReproduceArgs,

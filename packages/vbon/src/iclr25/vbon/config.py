@@ -153,14 +153,14 @@ class TrainArgs(CommonOptions, SeedOption):
     ragged_cdf: bool = False
     """Accept a CDF file whose prompts have different sample counts (each prompt keeps its own M); without it
     unequal counts are an error naming the prompt (never a silent cut to the smallest count)."""
-    save_every: int = 10
-    """Checkpoint every this many steps (0: only at the end)."""
+    checkpoint_every: int = 10
+    """Checkpoint every this many steps (0: only at the end; ``--save-every`` is a deprecated alias)."""
     resume: bool = False
     """Continue from ``<out>/checkpoint``."""
 
     def __post_init__(self) -> None:
         check_int(self.num_prompts, "--num-prompts", 1)
-        check_int(self.save_every, "--save-every", 0)
+        check_int(self.checkpoint_every, "--checkpoint-every", 0)
 
 
 @dataclass(kw_only=True)

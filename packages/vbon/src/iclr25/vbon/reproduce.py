@@ -27,7 +27,7 @@ from .sampling import best_of_n, sample_texts
 from .trainer import VBoNTrainer, evaluate_policy, win_rate
 
 __all__ = ["ReproSettings", "QUICK", "FULL", "reproduce", "run_reproduction_pipeline", "rlhf_frontier", "ols_slope",
-           "policy_log_ratio_vs_log_cdf"]
+           "policy_log_ratio_vs_log_cdf", "bon_n_at_win_rate", "matched_cost"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ class ReproSettings:
     bon_repeats: int = 6
     bon_ns: tuple[int, ...] = (2, 4, 8)
     throughput_prompts: int = 64
-    throughput_n: int = 8
     batch_size: int = 256
     max_new_tokens: int = 24
     seed: int = 0
@@ -147,6 +146,8 @@ def _mechanism_claims(vb: dict, names: dict, policies: dict, ref, tok, reward, c
                    metric="min over N of (slope - 2 s.e.) of log(pi_theta/pi_ref) on (N-1) log F_hat, policy samples",
                    ours=float(min(lower.values())), threshold=0.0, higher_is_better=True,
                    paper="vBoN's optimum pi_BoN tilts pi_ref by F^(N-1): slope 1 (0 = policy unchanged)",
+                   kind="mechanism", paper_value=None, paper_ref="vBoN's optimum is pi_BoN (no number), direction only",
+                   spread=float(tilt[min(lower, key=lower.get)]["slope_se"]), n_seeds=1,
                    note=f"{len(train_p)} CDF-cache prompts x {s.eval_samples_per_prompt} policy samples per N; holds "
                         f"when every slope is more than 2 s.e. above 0: {line}")
     ratio = {n: float(np.log(max(vb[n]["kl"], 1e-9) / bon_kl(n))) for n in s.ns}
@@ -156,6 +157,7 @@ def _mechanism_claims(vb: dict, names: dict, policies: dict, ref, tok, reward, c
                  metric="max over N of |log(KL(pi_theta||pi_ref) / (log N - (N-1)/N))|",
                  ours=float(max(abs(v) for v in ratio.values())), threshold=float(np.log(2.0)),
                  higher_is_better=False, paper="vBoN's optimum is pi_BoN, whose KL is log N - (N-1)/N",
+                 kind="mechanism", paper_value=None, paper_ref="KL of pi_BoN (no number), direction only", n_seeds=1,
                  note=f"holds when every vBoN policy's measured KL is within a factor of 2 of BoN's analytic KL "
                       f"(fixed a priori; the policies are not trained to convergence); KL rises with N: {mono}; "
                       f"{kl_line}")
@@ -178,7 +180,8 @@ def _bon_claim(ref, tok, reward, prompts, s: ReproSettings) -> tuple[Claim, dict
         rows[n] = {"win_rate": wr, "se": se, "expected": bon_win_rate(n), "z": z, "trials": len(reps)}
     detail = "; ".join(f"N={n}: {r['win_rate']:.3f}±{r['se']:.3f} vs {r['expected']:.3f}" for n, r in rows.items())
     claim = Claim("bon/win_rate_exact", metric="max abs z-score of BoN win rate vs N/(N+1), N in " + str(list(s.bon_ns)),
-                  ours=max(zs), threshold=3.0, higher_is_better=False, paper="N/(N+1) (exact fact)",
+                  ours=max(zs), threshold=3.0, higher_is_better=False, paper="N/(N+1) (exact fact)", kind="sanity",
+                  paper_value=None, paper_ref="exact BoN fact (no number), direction only", n_seeds=1,
                   note=f"{len(reps)} trials per N, each against one fresh reference sample (ties 1/2): {detail}")
     return claim, rows
 
@@ -198,13 +201,71 @@ def _kl_claim(seed: int) -> tuple[Claim, dict]:
     detail = "; ".join(f"N={n}: {v['kl_enumerated']:.4f} vs {v['kl_analytic']:.4f}" for n, v in rows.items())
     return Claim("bon/kl_exact", metric="max abs(KL_enum - (log N - (N-1)/N)) (nats), K=1000, N<=16",
                  ours=worst, threshold=0.01, higher_is_better=False, paper="log N - (N-1)/N (exact fact)",
+                 kind="sanity", paper_value=None, paper_ref="exact BoN fact (no number), direction only", n_seeds=1,
                  note=f"pi_ref ~ Dirichlet(1) over K=1000 outcomes, Gaussian rewards; the formula is the "
                       f"continuous limit, so a small gap is expected: {detail}"), rows
 
 
-def _throughput(policy, ref, tok, reward, prompts, s: ReproSettings) -> tuple[Claim, dict]:
-    """Prompts/s of vBoN (1 sample) vs BoN (N samples + scoring) at the same sequence batch size."""
-    n = s.throughput_n
+def bon_n_at_win_rate(w: float, ns, rates) -> float:
+    """The BoN sample count whose win rate equals ``w``: BoN's measured win rates ``rates`` at ``ns`` plus the
+    exact anchor N = 1 (one reference sample wins 1/2), made non-decreasing in N and interpolated linearly in
+    ``log N``. ``w <= 1/2`` gives 1; ``w`` above the largest measured rate gives the largest ``N`` (a lower
+    bound: the cost is then understated for BoN, i.e. conservative for vBoN).
+
+    Raises:
+        ValueError: ``ns`` and ``rates`` of different lengths, empty, or ``N < 2``.
+    """
+    ns, rates = np.asarray(ns, float), np.asarray(rates, float)
+    if ns.size == 0 or ns.shape != rates.shape or (ns < 2).any():
+        raise ValueError(f"bon_n_at_win_rate needs BoN win rates at N >= 2, got N={ns.tolist()}, "
+                         f"rates={rates.tolist()}")
+    o = np.argsort(ns)
+    logn = np.log(np.concatenate([[1.0], ns[o]]))
+    wr = np.maximum.accumulate(np.concatenate([[0.5], rates[o]]))
+    if w <= wr[0]:
+        return 1.0
+    if w >= wr[-1]:
+        return float(ns.max())
+    i = int(np.searchsorted(wr, w, side="left"))  # wr[i-1] < w <= wr[i]
+    f = (w - wr[i - 1]) / (wr[i] - wr[i - 1])
+    return float(np.exp(logn[i - 1] + f * (logn[i] - logn[i - 1])))
+
+
+def matched_cost(w: float, w_se: float, bon_rows: dict, t_vbon: float, t_bon: dict, *, draws: int = 2000,
+                 seed: int = 0) -> dict:
+    """vBoN's inference cost advantage at matched win rate.
+
+    ``n_match`` = :func:`bon_n_at_win_rate` of vBoN's win rate ``w`` on BoN's measured win rates
+    ``bon_rows[N]["win_rate"]``; BoN's time at ``n_match`` is interpolated linearly in N between its timings
+    ``t_bon[N]`` (N = 1 and the measured N); the ratio is that time over vBoN's ``t_vbon`` (one sample per
+    prompt). Its uncertainty: a parametric bootstrap that redraws vBoN's win rate (s.e. ``w_se``) and each
+    BoN win rate (its s.e.), ``draws`` times.
+
+    Returns:
+        ``{"n_match", "ratio", "ratio_se", "n_match_lo", "n_match_hi"}`` (``lo``/``hi``: 16th/84th percentiles).
+    """
+    ns = sorted(bon_rows)
+    rates = np.array([bon_rows[n]["win_rate"] for n in ns])
+    ses = np.array([bon_rows[n]["se"] for n in ns])
+    tn = sorted(t_bon)
+    tt = [t_bon[n] for n in tn]
+
+    def ratio(n_eff: float) -> float:
+        return float(np.interp(n_eff, tn, tt)) / t_vbon
+
+    n0 = bon_n_at_win_rate(w, ns, rates)
+    rng = np.random.default_rng(seed)
+    boot = np.array([bon_n_at_win_rate(w + w_se * rng.standard_normal(), ns, rates + ses * rng.standard_normal(len(ns)))
+                     for _ in range(draws)])
+    ratios = np.array([ratio(x) for x in boot])
+    return {"n_match": n0, "ratio": ratio(n0), "ratio_se": float(ratios.std(ddof=1)),
+            "n_match_lo": float(np.percentile(boot, 16)), "n_match_hi": float(np.percentile(boot, 84))}
+
+
+def _throughput(policy, ref, tok, reward, prompts, s: ReproSettings, vb_top: dict, bon_rows: dict) -> tuple[Claim, dict]:
+    """Inference cost of vBoN (1 sample) vs BoN (N samples + scoring) at *matched* win rate: time both on the
+    same prompts (one batch), BoN at N = 1 and every measured N, and compare vBoN with BoN at the N whose
+    measured win rate equals vBoN's (:func:`matched_cost`)."""
     bs = max(1, len(prompts))  # one batch of P sequences: vBoN needs 1 call, BoN N calls
 
     def t_vbon():
@@ -212,18 +273,34 @@ def _throughput(policy, ref, tok, reward, prompts, s: ReproSettings) -> tuple[Cl
         sample_texts(policy, tok, prompts, 1, s.max_new_tokens, bs)
         return time.perf_counter() - t
 
-    def t_bon():
+    def t_bon(n):
         t = time.perf_counter()
         best_of_n(ref, tok, reward, prompts, n, s.max_new_tokens, bs)
         return time.perf_counter() - t
 
     tv = min(t_vbon() for _ in range(3))
-    tb = min(t_bon() for _ in range(2))
-    ratio = (len(prompts) / tv) / (len(prompts) / tb)
-    return Claim("vbon/inference_cost", metric=f"throughput ratio (prompts/s vBoN / BoN), N={n}", ours=ratio,
-                 threshold=n / 1.5, paper=f">= N/1.5 = {n / 1.5:.2f}",
-                 note=f"{len(prompts)} prompts, batch of {bs} sequences, best of repeated timings: vBoN {tv:.2f} s, "
-                      f"BoN {tb:.2f} s (incl. scoring)"), {"vbon_s": tv, "bon_s": tb, "prompts": len(prompts)}
+    tb = {n: min(t_bon(n) for _ in range(2)) for n in sorted({1, *bon_rows})}
+    nmax = max(s.ns)
+    mc = matched_cost(vb_top["win_rate"], vb_top["win_rate_se"], bon_rows, tv, tb, seed=s.seed)
+    equal_n = tb[max(bon_rows)] / tv
+    rates = ", ".join(f"N={n}: {r['win_rate']:.3f}±{r['se']:.3f}" for n, r in sorted(bon_rows.items()))
+    capped = mc["n_match"] >= max(bon_rows)
+    claim = Claim("vbon/inference_cost", metric=f"time per prompt, BoN at vBoN(N={nmax})'s win rate / vBoN",
+                  ours=mc["ratio"], baseline=tb[1] / tv, margin=0.0, higher_is_better=True, kind="headline",
+                  paper_value=None,
+                  paper_ref="inference cost of BoN vs vBoN (no number), direction only", spread=mc["ratio_se"], n_seeds=1,
+                  plot="inference_cost.png",
+                  paper="vBoN keeps most of BoN's gain at the cost of one sample",
+                  note=f"vBoN N={nmax} wins {vb_top['win_rate']:.3f}±{vb_top['win_rate_se']:.3f}; BoN {rates} "
+                       f"(N=1: 0.5 exactly) -> BoN needs N={mc['n_match']:.2f} (16-84 %: {mc['n_match_lo']:.2f}-"
+                       f"{mc['n_match_hi']:.2f}{', capped at the largest N measured' if capped else ''}) for the "
+                       f"same win rate, costing {mc['ratio']:.2f}x vBoN's time (baseline: BoN at N=1, no gain over the "
+                       f"reference, {tb[1] / tv:.2f}x) (s.e. {mc['ratio_se']:.2f}, "
+                       f"bootstrap over the win rates' sampling error; one training seed). At equal N={max(bon_rows)} "
+                       f"(unmatched quality) BoN costs {equal_n:.2f}x. {len(prompts)} prompts, batch of {bs}; best "
+                       f"of repeated timings: vBoN {tv:.2f} s, BoN "
+                       + ", ".join(f"N={n} {t:.2f} s" for n, t in tb.items()))
+    return claim, {"vbon_s": tv, "bon_s": tb, "prompts": len(prompts), "matched": mc, "equal_n_ratio": equal_n}
 
 
 def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = True,
@@ -303,7 +380,9 @@ def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = 
     at_most_bon = [n for n in s.ns if n in bon_rows and vb[n]["win_rate"] <= bon_rows[n]["win_rate"] + 1e-12]
     c_inc = Claim("vbon/win_rate_increases_with_n", metric=f"vBoN win rate at N={nmax} (baseline: at N={nmin})",
                   ours=vb[nmax]["win_rate"], baseline=vb[nmin]["win_rate"], margin=0.0,
-                  paper="win rate rises with N, below BoN's",
+                  paper="win rate rises with N, below BoN's", kind="headline", paper_value=None,
+                  paper_ref="Fig. 2, direction only", n_seeds=1, plot="win_rate_vs_kl.png",
+                  spread=float(np.hypot(vb[nmax]["win_rate_se"], vb[nmin]["win_rate_se"])),
                   note=f"vBoN (exact, beta=1/(N-1)), {s.steps} RLOO steps: {wr_line}; monotone over all N: {mono}; "
                        f"at or below BoN's measured win rate for N in {at_most_bon}")
 
@@ -319,7 +398,8 @@ def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = 
     c_front = Claim("vbon/at_or_above_rlhf_frontier",
                     metric="mean win rate of vBoN points (baseline: RLHF frontier at the same KLs)",
                     ours=float(v_wr.mean()), baseline=float(front.mean()), margin=0.0,
-                    paper="vBoN on/above the RLHF reward-KL frontier (Fig. 2)",
+                    paper="vBoN on/above the RLHF reward-KL frontier (Fig. 2)", kind="headline", paper_value=None,
+                    paper_ref="Fig. 2, direction only", n_seeds=1, plot="win_rate_vs_kl.png", spread=se,
                     note=f"win-rate standard error per point ~{se:.3f}; the mean gap "
                          f"{float(v_wr.mean() - front.mean()):+.3f} is "
                          f"{'within' if abs(float(v_wr.mean() - front.mean())) < 2 * se else 'beyond'} two standard errors; "
@@ -334,7 +414,8 @@ def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = 
 
     torch.manual_seed(s.seed + 4)
     tp_prompts = default_prompts(s.throughput_prompts, "eval", data)
-    c_cost, tp = _throughput(policies[f"vbon-{s.bounds[0]}-N{max(s.ns)}"], ref, tok, reward, tp_prompts, s)
+    c_cost, tp = _throughput(policies[f"vbon-{s.bounds[0]}-N{max(s.ns)}"], ref, tok, reward, tp_prompts, s,
+                             vb[max(s.ns)], bon_rows)
     c_kl, kl_rows = _kl_claim(s.seed)
     timings["total_wall_s"] = time.perf_counter() - wall0
     timings["total_cpu_s"] = time.process_time() - cpu0  # CPU time of this process (1 torch thread)
@@ -343,31 +424,10 @@ def run_reproduction_pipeline(s: ReproSettings, out_dir: Path, progress: bool = 
            "runs": results, "mechanism": mech, "throughput": tp, "timings": timings, "cdf_m": cdf.m,
            "n_train_prompts": len(train_p), "n_eval_prompts": len(eval_p)}
     (out_dir / "metrics.json").write_text(json.dumps(raw, indent=2, default=float))
-    _plot(results, bon_rows, s, out_dir)
+    from .plots import write_plots
+
+    write_plots(results, bon_rows, tp, s.ns, s.betas, s.bounds, out_dir)
     return [bon_claim, c_kl, c_inc, *mech_claims, c_front, c_cost], raw
-
-
-def _plot(results: dict, bon_rows: dict, s: ReproSettings, out_dir: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # optional extra [plot]
-        return
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for b in s.bounds:
-        pts = [(results[f"vbon-{b}-N{n}"]["kl"], results[f"vbon-{b}-N{n}"]["win_rate"]) for n in s.ns]
-        ax.plot(*zip(*pts), "o-", label=f"vBoN ({b})")
-    pts = sorted((results[f"rlhf-beta{x:g}"]["kl"], results[f"rlhf-beta{x:g}"]["win_rate"]) for x in s.betas)
-    ax.plot(*zip(*pts), "s--", label="RLHF (raw reward)")
-    ax.plot([bon_kl(n) for n in bon_rows], [r["win_rate"] for r in bon_rows.values()], "^:", label="BoN (KL analytic)")
-    ax.set_xlabel("KL(policy || ref) (nats)")
-    ax.set_ylabel("win rate vs reference")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "win_rate_vs_kl.png", dpi=120)
-    plt.close(fig)
 
 
 def reproduce(quick: bool, out_dir: Path, *, threads: int | None = None, quiet: bool = False) -> list[Claim]:
