@@ -74,20 +74,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-<<<<<<< HEAD
-    "iclr25-q-adapter": {
-        "evaluate: --quick outside reproduce",
-        "generate: --quick outside reproduce",
-        "reproduce: no --resume (a runner flag)",
-        "train: --learning-rate (use --lr)",
-        "train: --quick outside reproduce",
-=======
-    "iclr25-prereq-tune": {
-        "reproduce: no --workers (a runner flag)",
-        "train-knowledge: --save-every (use --checkpoint-every)",
-        "train-skill: --save-every (use --checkpoint-every)",
->>>>>>> s50/qav
-    },
     "iclr25-ridge-bias": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
