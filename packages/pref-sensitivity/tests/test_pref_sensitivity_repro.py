@@ -47,6 +47,10 @@ def test_reproduce_tiny_settings(tmp_path, monkeypatch):
     for f in ("bt_mle.csv", "dpo_tabular.csv", "dpo_tiny_lm.jsonl", "details.json", "sensitivity_heatmap.png",
               "bt_mle.png", "dpo_tiny_lm.png"):
         assert (tmp_path / f).is_file(), f
+    for c in claims:  # the claim record: kind, where in the paper, seeds behind it, the figure (written)
+        assert c.paper_ref.endswith("direction only") and c.n_seeds >= 1 and "spec" not in c.paper
+        assert not c.plot or (tmp_path / c.plot).is_file()
+    assert by["bt_mle/variance_peaks_near_dominant"].n_seeds == 8 and by["closed_form_matches_autograd"].kind == "sanity"
     details = json.loads((tmp_path / "details.json").read_text())
     np.testing.assert_allclose(details["region_area"]["1"]["quad"], math.log(2) / 2, atol=1e-9)
 
