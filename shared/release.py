@@ -22,8 +22,24 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from packages import ROOT, Package, packages  # noqa: E402
+
+def _load_packages_module():
+    """``shared/packages.py``, loaded by path under a name of its own: a plain ``import packages`` picks up the
+    repository's ``packages/`` folder instead when pytest (importlib mode) has registered it as a namespace
+    package, as ``pytest packages/core tests`` does."""
+    import importlib.util
+
+    name = "iclr25_repo_packages"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "packages.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+_pk = _load_packages_module()
+ROOT, Package, packages = _pk.ROOT, _pk.Package, _pk.packages
 
 try:
     import tomllib

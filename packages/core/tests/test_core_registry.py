@@ -53,6 +53,13 @@ def test_reproduce_exits_nonzero_on_crash_but_runs_the_rest(fake_methods, tmp_pa
     io = capsys.readouterr()
     assert "CRASHED: bad" in io.out and "boom" in io.err
     assert (tmp_path / "good" / "results.json").is_file()
+    import json
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(m["method"], m["status"]) for m in summary["methods"]] == [("bad", "crashed"), ("good", "ok")]
+    assert summary["claims"] == 2 and summary["holding"] == 1 and summary["total_cpu_seconds"] >= 0
+    assert "| bad | crashed |" in (tmp_path / "summary.md").read_text()
+    assert "CPU: " in io.out and "per method: bad " in io.out
 
 
 def test_unknown_slug(fake_methods, tmp_path, capsys):

@@ -386,10 +386,21 @@ CHROMIUM_OWN_HOSTS = {"www.google.com", "accounts.google.com", "clients1.google.
 
 
 PROBE = """<script>window.addEventListener("load", function () {
+  var shown = function (sel) {
+    return [].filter.call(document.querySelectorAll(sel), function (r) { return r.offsetParent !== null; });
+  };
+  // before the filter: each package section's displayed plot images and their natural sizes
+  document.body.setAttribute("data-section-plots", [].map.call(document.querySelectorAll("section.pkg"),
+    function (sec) {
+      return sec.dataset.slug + ":" + [].filter.call(sec.querySelectorAll("img.plot"),
+        function (i) { return i.offsetParent !== null; }).map(function (i) {
+          return i.alt + "=" + i.naturalWidth + "x" + i.naturalHeight; }).join("|");
+    }).join(";"));
   var box = document.getElementById("only-failing");
   box.checked = true; box.dispatchEvent(new Event("change"));
-  var rows = [].filter.call(document.querySelectorAll("tr.claim"), function (r) { return r.offsetParent !== null; });
-  document.body.setAttribute("data-visible", rows.map(function (r) { return r.dataset.claim; }).join(","));
+  document.body.setAttribute("data-visible", shown("tr.claim").map(function (r) { return r.dataset.claim; }).join(","));
+  document.body.setAttribute("data-visible-plots", shown("tr.plotrow img.plot").map(function (i) {
+    return i.alt; }).join(","));
 });</script>"""
 
 
@@ -446,6 +457,11 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
         # the hostile note also tries a fetch through the loopback (caught by the recorder if it ran)
         p = results / "alpha" / "results.json"
         p.write_text(p.read_text().replace("& done", f"<img src=\\\"http://127.0.0.1:{port}/leak.png\\\"> & done"))
+        # plots named by claims (Claim.plot): one under a failing claim, one under a holding one, and one
+        # in the second package, so that every package section has a plot
+        _name_plots(results / "alpha", {"headline/margin_short": "good.png", "mechanism/gap": "sub/curve.png"})
+        (results / "beta" / "beta.png").write_bytes(_png(24, 16, (30, 160, 60)))
+        _name_plots(results / "beta", {"b/ok": "beta.png"})
         page = rp.write_html_report(results, tmp_path / "report.html")
         dom = _Dom(_run_chromium(exe, tmp_path / "profile", port, "--virtual-time-budget=20000", "--dump-dom",
                                  page.as_uri()))
@@ -484,21 +500,46 @@ def test_page_in_headless_chromium(results, tmp_path, monkeypatch):
     # the page's own script ran (its CSP hash matches): filter shown, images checked
     assert "hidden" not in dom.find("div", id="controls")[0]["attrs"]
     decoded = {e["attrs"]["alt"]: e["attrs"].get("data-decoded") for e in dom.find("img")}
-    assert decoded == {"good.png": "1", "sub/curve.png": "1", "broken.png": "0"}
+    assert decoded == {"good.png": "1", "sub/curve.png": "1", "broken.png": "0", "beta.png": "1"}
     sizes = {e["attrs"]["alt"]: e["attrs"].get("data-natural-size") for e in dom.find("img")}
-    assert sizes == {"good.png": "40x30", "sub/curve.png": "20x10", "broken.png": "0x0"}
+    assert sizes == {"good.png": "40x30", "sub/curve.png": "20x10", "broken.png": "0x0", "beta.png": "24x16"}
     body = dom.find("body")[0]["attrs"]
-    assert body["data-images-decoded"] == "2/3"
+    assert body["data-images-decoded"] == "3/4"
     warn = dom.find("p", id="image-warning")[0]
     assert "hidden" not in warn["attrs"] and "1 plot(s)" in warn["text"]
+    # every package section shows a plot image that the browser decoded to a non-zero natural size
+    per_section = dict(x.split(":", 1) for x in probed.find("body")[0]["attrs"]["data-section-plots"].split(";"))
+    assert set(per_section) == {"alpha", "beta"}
+    for slug, imgs in per_section.items():
+        dims = [tuple(map(int, x.rsplit("=", 1)[1].split("x"))) for x in imgs.split("|") if x]
+        assert any(w > 0 and h > 0 for w, h in dims), f"{slug}: no plot with a non-zero natural size ({imgs})"
+    assert "beta.png=24x16" in per_section["beta"] and "good.png=40x30" in per_section["alpha"]
+    # a plot named by a claim sits in a plot row right under that claim's row
+    trs = [e for e in dom.find("tr") if {"claim", "plotrow"} & set(e["attrs"].get("class", "").split())]
+    order = [e["attrs"].get("data-claim") or " ".join(e["attrs"]["class"].split()[:2]) for e in trs]
+    for claim, plot in (("headline/margin_short", "good.png"), ("mechanism/gap", "sub/curve.png"), ("b/ok", "beta.png")):
+        i = order.index(claim)
+        assert order[i + 1].startswith("plotrow") and plot in trs[i + 1]["text"], (claim, order)
+    # the "not holding only" filter hides holding claims and the plot rows of holding claims
     shown = probed.find("body")[0]["attrs"]["data-visible"].split(",")
     assert shown == [c.name for c in ALPHA + BETA if not c.holds]
+    assert probed.find("body")[0]["attrs"]["data-visible-plots"].split(",") == ["good.png"]
     # a screenshot was rendered
     png = shot.read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and struct.unpack(">II", png[16:24]) == (1280, 2400)
     assert len(png) > 20_000  # a rendered page, not a blank canvas
     if os.environ.get("ICLR25_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["ICLR25_KEEP_SCREENSHOT"])
+
+
+def _name_plots(folder, plots):
+    """Set ``plot`` of the named claims in ``folder/results.json``."""
+    p = folder / "results.json"
+    d = json.loads(p.read_text())
+    for c in d["claims"]:
+        if c["name"] in plots:
+            c["plot"] = plots[c["name"]]
+    p.write_text(json.dumps(d, indent=2))
 
 
 def test_overview_shows_the_papers_title(results):

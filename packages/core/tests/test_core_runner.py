@@ -368,3 +368,43 @@ def test_missing_module_in_a_job_stays_a_module_not_found_error(tmp_path, worker
     with pytest.raises(ModuleNotFoundError) as e:
         run_jobs([Job("a", _needs_missing_module, 0, {})], tmp_path, workers=workers)
     assert e.value.name == "iclr25_no_such_module_xyz" and isinstance(e.value, JobFailed) and e.value.job == "a"
+
+
+def test_reproduce_through_the_runner_counts_children_cpu(toy, tmp_path, monkeypatch, capsys):
+    """``results.json`` of a reproduction that runs its jobs in workers records the workers' CPU seconds, and
+    the umbrella ``iclr25 reproduce`` prints and writes the total and per-method CPU seconds."""
+    import types
+    from importlib.metadata import EntryPoint
+
+    from iclr25.core import registry
+    from iclr25.core.results import Claim, read_report
+
+    mod, _ = toy
+
+    def reproduce(quick, out_dir, workers=None):
+        jobs = [Job(f"burn{i}", mod.burn, settings={"cpu": 0.4}) for i in range(2)]
+        res = run_jobs(jobs, out_dir / "jobs", workers=workers or 2, quiet=True)
+        return [Claim("toy/burned", "CPU-s", sum(r["burned"] for r in res.records.values()), threshold=0.8,
+                      paper_ref="direction only", n_seeds=1)]
+
+    rep = registry.run_reproduction("toy", reproduce, quick=True, out_dir=tmp_path / "direct")
+    assert read_report(tmp_path / "direct").cpu_seconds == rep.cpu_seconds >= 0.8  # both workers' seconds
+
+    fake = types.ModuleType("iclr25_toy_method")
+    fake.reproduce = reproduce
+    monkeypatch.setitem(sys.modules, "iclr25_toy_method", fake)
+    ep = EntryPoint(name="toy", value="iclr25_toy_method:reproduce", group=registry.GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ep] if group == registry.GROUP else [])
+    out = tmp_path / "umbrella"
+    assert registry.main(["reproduce", "--quick", "--quiet", "--workers", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    line = next(x for x in printed.splitlines() if x.startswith("CPU: "))
+    assert "in total (this process and its children); per method: toy " in line
+    summary = json.loads((out / "summary.json").read_text())
+    per = summary["methods"][0]
+    assert per["method"] == "toy" and per["status"] == "ok" and per["holding"] == per["claims"] == 1
+    assert per["cpu_seconds"] == read_report(out / "toy").cpu_seconds >= 0.8
+    assert summary["total_cpu_seconds"] >= per["cpu_seconds"]
+    assert f"{summary['total_cpu_seconds']:.1f} s in total" in line
+    md = (out / "summary.md").read_text()
+    assert "| toy | ok | 1/1 |" in md and "| **total** |" in md and "s CPU in total" in md

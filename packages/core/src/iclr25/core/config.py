@@ -558,7 +558,7 @@ def reproduce_command(slug: str, reproduce: Callable[..., Any] | str, version: s
         deprecated: old flag -> new flag, as in :class:`Command`.
 
     Returns:
-        A :class:`Command` that runs :func:`iclr25.core.registry.run_reproduction`, prints the
+        A :class:`Command` that runs :func:`iclr25.core.reproduction.run_reproduction`, prints the
         claims table and ends with a one-line summary.
     """
     if not (isinstance(config, type) and issubclass(config, ReproduceOptions)):
@@ -566,7 +566,7 @@ def reproduce_command(slug: str, reproduce: Callable[..., Any] | str, version: s
     base = {f.name for f in dataclasses.fields(ReproduceOptions)}
 
     def run(cfg: ReproduceOptions) -> int:
-        from .registry import _accepts, run_reproduction
+        from .reproduction import _accepts, run_reproduction
         from .results import claims_table
 
         fn = _load_target(reproduce)

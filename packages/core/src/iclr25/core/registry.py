@@ -7,7 +7,8 @@ Every method package registers one callable in the ``iclr25.methods`` entry-poin
 
 The callable has the signature ``reproduce(quick: bool, out_dir: Path) -> list[Claim]``.
 It may write extra artefacts (plots, raw metrics) into ``out_dir``; :func:`run_reproduction`
-writes ``results.json`` and ``results.md`` there from the claims it returns.
+(defined in :mod:`iclr25.core.reproduction`, re-exported here) writes ``results.json`` and ``results.md``
+there from the claims it returns.
 
 Command line::
 
@@ -16,7 +17,9 @@ Command line::
     iclr25 reproduce [--quick] [--out DIR] [--workers N] [--resume] [--report] [SLUG ...]
     iclr25 report [--results DIR] [--out FILE] [--compare OLD NEW] [--rtol X]
 
-``reproduce`` exits 1 if a method crashed (its traceback is printed), 2 on a usage error
+``reproduce`` ends with the CPU seconds of the whole run (this process and its children, e.g. the
+runner's workers) and of each method, and writes them with every method's status and claims to
+``OUT/summary.json`` and ``OUT/summary.md``. It exits 1 if a method crashed (its traceback is printed), 2 on a usage error
 (an unknown slug) or when a method needs an extra that is not installed (one line names it);
 a claim that does not hold is a result, not a failure, and does not change the exit code.
 """
@@ -24,7 +27,6 @@ a claim that does not hold is a result, not a failure, and does not change the e
 from __future__ import annotations
 
 import argparse
-import inspect
 import logging
 import sys
 import time
@@ -34,15 +36,13 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from .results import Claim, Report, write_report
+from .reproduction import ReproduceFn, _accepts, run_reproduction
+from .results import Claim, Report
 
 __all__ = ["MethodEntry", "discover", "run_reproduction", "terminal_table", "main"]
 
 GROUP = "iclr25.methods"
 log = logging.getLogger("iclr25")
-
-ReproduceFn = Callable[[bool, Path], "list[Claim]"]
-
 
 @dataclass(frozen=True)
 class MethodEntry:
@@ -72,83 +72,6 @@ def discover() -> dict[str, MethodEntry]:
         version = dist.version if dist is not None else "?"
         found[ep.name] = MethodEntry(ep.name, name, version, ep.value, ep)
     return dict(sorted(found.items()))
-
-
-def _accepts(fn: Callable[..., object], name: str) -> bool:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return False
-    return name in sig.parameters or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-
-
-def run_reproduction(
-    slug: str,
-    fn: Callable[..., object],
-    *,
-    quick: bool,
-    out_dir: str | Path,
-    version: str = "?",
-    seeds: Sequence[int] | None = None,
-    device: str | None = None,
-    strict: bool = False,
-    **kwargs: object,
-) -> Report:
-    """Run one method's ``reproduce`` and write ``out_dir/results.{json,md}``.
-
-    Args:
-        slug: the method's slug (used in the report).
-        fn: ``reproduce(quick, out_dir, **kw) -> list[Claim]``.
-        quick: CPU-scale quick mode.
-        out_dir: folder for the results (created).
-        version: the package version recorded in the report.
-        seeds: passed as ``seeds=`` when not ``None`` and ``fn`` accepts it.
-        device: passed as ``device=`` when not ``None``/``"auto"`` and ``fn`` accepts it.
-        strict: a ``seeds``/``device`` that ``fn`` cannot take is an error (package CLIs);
-            otherwise it is logged and ignored (the umbrella over many methods).
-        **kwargs: passed to ``fn`` as they are.
-
-    Returns:
-        The written :class:`Report`; it records wall and CPU seconds (this process and its
-        children), the seeds and device asked for, and :func:`iclr25.core.runinfo.run_info`.
-
-    Raises:
-        TypeError: if ``fn`` returns anything but a sequence of :class:`Claim`.
-        ValueError: with ``strict``, a ``seeds``/``device`` that ``fn`` does not accept.
-        Whatever ``fn`` raises is propagated.
-    """
-    from .runinfo import cpu_seconds, run_info
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kw = dict(kwargs)
-    for name, value, unset in (("seeds", seeds, None), ("device", device, "auto")):
-        if value is None or value == unset:
-            continue
-        if _accepts(fn, name):
-            kw[name] = list(value) if name == "seeds" else value
-        elif strict:
-            raise ValueError(f"{slug}: this reproduction does not take --{name}")
-        else:
-            log.warning("%s: reproduce() does not take %s=%r; running with its defaults", slug, name, value)
-    t0 = time.perf_counter()
-    c0 = cpu_seconds()
-    claims = fn(quick, out, **kw)
-    seconds = time.perf_counter() - t0
-    cpu = cpu_seconds() - c0
-    claims = list(claims)  # type: ignore[call-overload]
-    bad = [type(c).__name__ for c in claims if not isinstance(c, Claim)]
-    if bad:
-        raise TypeError(f"{slug}: reproduce() must return Claim objects, got {bad}")
-    env = run_info(source=getattr(fn, "__module__", None))
-    from .report import paper_title
-
-    title = paper_title(slug)
-    report = Report(method=slug, version=version, quick=quick, seconds=seconds, claims=claims,
-                    cpu_seconds=cpu, seeds=kw.get("seeds"), device=kw.get("device", "default"), env=env,
-                    extra={"paper_title": title} if title else {})
-    write_report(report, out)
-    return report
 
 
 def _cmd_list(_: argparse.Namespace) -> int:
@@ -194,16 +117,21 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         import os
 
         os.environ["ICLR25_QUIET"] = "1"
+    from .runinfo import cpu_seconds
+
     out_root = Path(args.out)
     passed = {"workers": args.workers, "resume": True if args.resume else None,
               "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
     missing: list[str] = []  # methods whose extra is not installed
+    runs: list[dict[str, object]] = []  # one entry per method, for summary.{json,md}
+    t_all, c_all = time.perf_counter(), cpu_seconds()
     bar = progress(wanted, desc="reproduce", unit="method")
     for slug in bar:
         bar.set_postfix_str(slug)
         entry = methods[slug]
+        t0, c0 = time.perf_counter(), cpu_seconds()
         try:
             fn = entry.load()
             report = run_reproduction(
@@ -215,11 +143,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
             missing.append(slug)
             print(f"[{slug}] not run: {missing_module_message(entry.distribution, e)}", file=sys.stderr)
+            runs.append(_run_entry(slug, "not run", None, t0, c0))
             continue
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
             print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
+            runs.append(_run_entry(slug, "crashed", None, t0, c0))
             continue
+        runs.append(_run_entry(slug, "ok", report, t0, c0))
         rows += [(slug, c) for c in report.claims]
         log.info("%s: %d/%d claims hold (%.1f s)", slug, sum(c.holds for c in report.claims),
                  len(report.claims), report.seconds)
@@ -232,6 +163,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         summary += f"; CRASHED: {', '.join(crashed)}"
     if missing:
         summary += f"; NOT RUN (extra not installed): {', '.join(missing)}"
+    total = {"wall_seconds": time.perf_counter() - t_all, "cpu_seconds": cpu_seconds() - c_all}
+    cpu_line = cpu_summary(runs, total["cpu_seconds"])
+    write_summary(out_root, runs, total, quick=args.quick, held=held, n_claims=len(rows))
     if getattr(args, "report", False):
         from .report import write_html_report
 
@@ -239,8 +173,63 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             summary += f"; page {write_html_report(out_root, crashed=crashed)}"
         except FileNotFoundError as e:
             print(f"error: no report page written: {e}", file=sys.stderr)
-    print(f"\n{summary}; results in {out_root}/<slug>/results.json")
+    print(f"\n{cpu_line}")
+    print(f"{summary}; results in {out_root}/<slug>/results.json, summary in {out_root}/summary.md")
     return 1 if crashed else 2 if missing else 0
+
+
+def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: float) -> dict[str, object]:
+    """One method's line of the umbrella summary: its status, claims, wall and CPU seconds (the report's
+    own, this process and its children, when it ran; else measured here around the attempt)."""
+    from .runinfo import cpu_seconds
+
+    entry: dict[str, object] = {"method": slug, "status": status}
+    if report is not None:
+        entry.update(claims=len(report.claims), holding=sum(c.holds for c in report.claims),
+                     wall_seconds=report.seconds, cpu_seconds=report.cpu_seconds)
+    else:
+        entry.update(claims=None, holding=None, wall_seconds=time.perf_counter() - t0,
+                     cpu_seconds=cpu_seconds() - c0)
+    return entry
+
+
+def cpu_summary(runs: Sequence[dict[str, object]], total_cpu: float) -> str:
+    """``CPU: 123.4 s in total (this process and its children); per method: a 12.3 s, b 111.1 s``."""
+    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" for r in runs)
+    return f"CPU: {total_cpu:.1f} s in total (this process and its children); per method: {per or 'none'}"
+
+
+def _cpu(x: object) -> str:
+    return f"{x:.1f} s" if isinstance(x, (int, float)) else "n/a"
+
+
+def write_summary(out_root: Path, runs: Sequence[dict[str, object]], total: dict[str, float], *, quick: bool,
+                  held: int, n_claims: int) -> Path:
+    """Write ``OUT/summary.json`` and ``OUT/summary.md`` of an umbrella run: one row per method (status,
+    claims holding, wall and CPU seconds) and the totals (CPU: this process and every child, e.g. the
+    runner's workers); return the JSON path."""
+    import json
+
+    from .checkpoint import atomic_write_json, atomic_write_text
+
+    out_root.mkdir(parents=True, exist_ok=True)
+    data = {"quick": quick, "claims": n_claims, "holding": held, "methods": list(runs),
+            "total_wall_seconds": total["wall_seconds"], "total_cpu_seconds": total["cpu_seconds"]}
+    json.dumps(data, allow_nan=False)  # refuse NaN before writing
+    atomic_write_json(out_root / "summary.json", data)
+    lines = [f"# iclr25 reproduce ({'quick' if quick else 'full'})", "",
+             f"{held}/{n_claims} claims hold across {sum(r['status'] == 'ok' for r in runs)} method(s); "
+             f"{total['wall_seconds']:.1f} s wall, {total['cpu_seconds']:.1f} s CPU in total (this process and "
+             "its children).", "",
+             "| method | status | claims holding | wall (s) | CPU (s) |", "|---|---|---|---|---|"]
+    for r in runs:
+        claims = f"{r['holding']}/{r['claims']}" if r["claims"] is not None else ""
+        wall = f"{r['wall_seconds']:.1f}" if isinstance(r["wall_seconds"], (int, float)) else ""
+        cpu = f"{r['cpu_seconds']:.1f}" if isinstance(r["cpu_seconds"], (int, float)) else ""
+        lines.append(f"| {r['method']} | {r['status']} | {claims} | {wall} | {cpu} |")
+    lines.append(f"| **total** | | {held}/{n_claims} | {total['wall_seconds']:.1f} | {total['cpu_seconds']:.1f} |")
+    atomic_write_text(out_root / "summary.md", "\n".join(lines) + "\n")
+    return out_root / "summary.json"
 
 
 def _pass_through(slug: str, fn: Callable[..., object], passed: dict[str, object]) -> dict[str, object]:

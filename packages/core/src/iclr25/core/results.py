@@ -328,19 +328,27 @@ class Report:
     def from_json(cls, text: str) -> Report:
         return cls.from_dict(json.loads(text))
 
-    def to_markdown(self) -> str:
+    def summary_line(self) -> str:
+        """``iclr25-<slug> <version> at <commit>, <wall> s wall, <cpu> s CPU, <date>; N/M claims hold.``"""
         held = sum(c.holds for c in self.claims)
-        mode = "quick (CPU scale)" if self.quick else "full"
         cpu = f" wall, {self.cpu_seconds:.1f} s CPU" if self.cpu_seconds is not None else ""
         commit = self.env.get("git_commit") if isinstance(self.env, dict) else None
         at = f" at {commit[:10]}" if commit else ""
+        return (f"iclr25-{self.method} {self.version}{at}, {self.seconds:.1f} s{cpu}, {self.created}; "
+                f"{held}/{len(self.claims)} claims hold.")
+
+    def results_block(self) -> str:
+        """The summary line and the claims table, exactly as ``results.md`` writes them: the text a
+        package README carries between ``<!-- results:quick -->`` and ``<!-- /results:quick -->``
+        (``scripts/check_readme_results.py`` checks it against ``docs/results-quick.json``)."""
+        return f"{self.summary_line()}\n\n{claims_table(self.claims)}"
+
+    def to_markdown(self) -> str:
+        mode = "quick (CPU scale)" if self.quick else "full"
         out = [
             f"# {self.method} — reproduction ({mode})",
             "",
-            f"iclr25-{self.method} {self.version}{at}, {self.seconds:.1f} s{cpu}, {self.created}; "
-            f"{held}/{len(self.claims)} claims hold.",
-            "",
-            claims_table(self.claims),
+            self.results_block(),
             "",
         ]
         notes = [f"- **{c.name}**: {c.note}" for c in self.claims if c.note]
