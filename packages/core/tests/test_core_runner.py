@@ -408,3 +408,25 @@ def test_reproduce_through_the_runner_counts_children_cpu(toy, tmp_path, monkeyp
     assert f"{summary['total_cpu_seconds']:.1f} s in total" in line
     md = (out / "summary.md").read_text()
     assert "| toy | ok | 1/1 |" in md and "| **total** |" in md and "s CPU in total" in md
+
+
+def test_interrupt_right_after_a_record_is_written_counts_it(toy, tmp_path, monkeypatch):
+    """A Ctrl-C/SIGTERM that lands after a record file is written but before the runner noted it in memory:
+    the message counts the records kept on disk (it said 1/5 while 2 were kept, a loaded machine's race)."""
+    from iclr25.core.runner import schedule
+
+    mod, _ = toy
+    real = schedule.atomic_write_json
+
+    def write_then_interrupt(path, obj, **kw):
+        real(path, obj, **kw)
+        if Path(path).parent.name == "records":
+            raise KeyboardInterrupt  # the signal arrives just after the write
+
+    monkeypatch.setattr(schedule, "atomic_write_json", write_then_interrupt)
+    jobs = [Job(f"a{s}", mod.draw, seed=s) for s in (0, 1)]
+    with pytest.raises(RunInterrupted) as e:
+        run_jobs(jobs, tmp_path / "run", workers=1, quiet=True)
+    kept = sorted(f.name for f in (tmp_path / "run" / "records").glob("*.json"))
+    assert kept == ["a0.json"]
+    assert "1/2 jobs finished" in str(e.value) and "to run the 1 left" in str(e.value)

@@ -1,7 +1,8 @@
 """iclr25-core: the minimal shared core of the iclr25 packages.
 
-Torch-free at its base: ``results`` (claims and reports), ``registry`` (method discovery and the
-``iclr25`` command), ``data`` (mirror / cache resolution with checksums), ``seed``, ``config``
+Torch-free at its base: ``results`` (claims and reports), ``reproduction`` (run one method's
+``reproduce`` and write its report), ``registry`` (method discovery and the ``iclr25`` command), ``report``
+(the HTML page), ``runner`` (the experiment runner), ``data`` (mirror / cache resolution with checksums), ``seed``, ``config``
 (dataclass configs from YAML/JSON files and flags, the shared CLI conventions), ``threads``,
 ``jsonl``, ``progress``, ``runinfo``, ``checkpoint`` (atomic checkpoint folders, every RNG state,
 log trimming for an exact ``--resume``). Causal-LM helpers live in

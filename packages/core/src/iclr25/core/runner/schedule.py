@@ -143,9 +143,10 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
         log.debug("job %s finished: %.1f s wall, %.1f CPU-s", j.name, wall, cpu)
 
     def left() -> str:
-        n = len(jobs) - len(records)
-        return (f"{len(records)}/{len(jobs)} jobs finished, their records kept under {rec_dir}; rerun with --resume "
-                f"to run the {n} left")
+        # counted on disk: a signal can land between a record's write and the line that notes it in memory
+        done = sum(j.name in records or _record_path(out, j.name).is_file() for j in jobs)
+        return (f"{done}/{len(jobs)} jobs finished, their records kept under {rec_dir}; rerun with --resume "
+                f"to run the {len(jobs) - done} left")
 
     prev_term = None
     in_main = _main_thread()
