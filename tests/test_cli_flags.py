@@ -65,18 +65,11 @@ PENDING: dict[str, set[str]] = {
         "detect-folder: --num-workers (use --workers)",
         "reproduce: no --resume (a runner flag)",
     },
-    "iclr25-aihf": {"reproduce: no --workers (a runner flag)"},
     "iclr25-air-bench": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-    "iclr25-cream": {
-        "dpo: --save-steps (use --checkpoint-every)",
-        "reproduce: no --workers (a runner flag)",
-        "sft: --save-steps (use --checkpoint-every)",
-    },
     "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
-    "iclr25-mgvga": {"reproduce: no --workers (a runner flag)"},
     "iclr25-multitp": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
@@ -100,15 +93,6 @@ PENDING: dict[str, set[str]] = {
     "iclr25-ridge-bias": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
-    },
-    "iclr25-seal": {
-        "sft: --save-every (use --checkpoint-every)",
-        "train-selector: --save-every (use --checkpoint-every)",
-    },
-    "iclr25-sharpening": {
-        "reproduce: no --workers (a runner flag)",
-        "rlhf: --save-every (use --checkpoint-every)",
-        "sft: --save-every (use --checkpoint-every)",
     },
     "iclr25-sw-fair-clustering": {
         "reproduce: no --resume (a runner flag)",

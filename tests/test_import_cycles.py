@@ -33,7 +33,6 @@ KNOWN: set[frozenset[str]] = {
     frozenset({"iclr25.pref_sensitivity.closed_form", "iclr25.pref_sensitivity.autograd"}),
     frozenset({"iclr25.q_adapter.model", "iclr25.q_adapter.trainer"}),
     frozenset({"iclr25.ridge_bias.theory", "iclr25.ridge_bias.random_projections"}),
-    frozenset({"iclr25.sharpening.realtext", "iclr25.sharpening.reproduce"}),
 }
 
 

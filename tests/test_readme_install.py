@@ -35,12 +35,12 @@ USAGE_CPU_S = 20.0
 #: README usage blocks not executed here, with the reason (a known gap, listed in the closing note of stop 49):
 #: both pre-train their tiny model on first use, minutes of CPU a fresh cache cannot skip
 USAGE_NOT_RUN = {
-    "sharpening": "cached_trap_base pre-trains the trap base on first use (~4 CPU-min; the README says so)",
     "prereq-tune": "pretrain_m0 pre-trains M0 on first use (over 60 CPU-s from a cold cache)",
 }
 #: a command of the base install that needs an extra: (argv after the script, the extra it must name)
 MISSING_EXTRA = {
     "tie": (["reproduce", "--quick"], ("[offline]", "[clip]")),
+    "mgvga": (["reproduce", "--quick"], ("[text]",)),
     "ridge-bias": (["reproduce", "--quick"], ("[digits]",)),
     "pref-sensitivity": (["heatmap"], ("[plot]",)),
 }

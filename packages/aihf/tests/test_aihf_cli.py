@@ -124,10 +124,10 @@ def test_bad_jsonl_line_exit_code_2(tmp_path, capsys):
 def test_config_presets_parse():
     from pathlib import Path
 
-    from iclr25.aihf.config import TrainConfig
+    from iclr25.aihf.config import TrainConfig, preset_path
     from iclr25.core.config import load_config_file
 
-    d = load_config_file(Path(__file__).resolve().parents[1] / "configs" / "hh_pythia.yaml")
+    d = load_config_file(Path(preset_path("hh_pythia")))
     cfg = TrainConfig(**d)
     assert cfg.policy == "EleutherAI/pythia-1b-deduped" and cfg.reward_model == "EleutherAI/pythia-1.4b"
 
@@ -151,3 +151,20 @@ def test_resume_refuses_other_settings_and_corrupt_checkpoint(tmp_path, capsys):
     assert main([*base, "--iters", "60", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "unreadable checkpoint" in err and "without --resume" in err
+
+
+def test_packaged_presets_load_by_name():
+    """Presets ship inside the package: `--config hh_pythia` resolves to the packaged file, the accelerate file has
+    a path, an unknown name is an error naming the presets; an existing file of that name wins."""
+    import yaml
+
+    from iclr25.aihf.cli import _presets
+    from iclr25.aihf.config import PRESETS, preset_path
+
+    argv = _presets(["train", "--config", "hh_pythia", "--w", "0.3"])
+    assert argv[2] == str(preset_path("hh_pythia")) and argv[3:] == ["--w", "0.3"]
+    assert yaml.safe_load(open(argv[2]))["task"] == "text"
+    assert _presets(["train", "--config=hh_pythia"])[1] == f"--config={preset_path('hh_pythia')}"
+    assert all(preset_path(n).is_file() for n in PRESETS)
+    with pytest.raises(ValueError, match="packaged presets"):
+        preset_path("nope")

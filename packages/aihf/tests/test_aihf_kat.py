@@ -165,3 +165,28 @@ def test_weightings_match_closed_form(weighting):
     got = float(combine_terms(d, p, 0.25, weighting))
     want = 0.25 * 2.0 + 0.75 * 0.5 if weighting == "mean" else (0.25 * 6.0 + 0.75 * 0.5) / 4
     assert math.isclose(got, want, rel_tol=1e-12)
+
+
+def test_one_implicit_round_on_hh_pairs_is_finite(hh_mirror):
+    """HH plumbing (formerly part of reproduce): one implicit AIHF epoch on 8 real HH pairs with a tiny byte-level
+    model — masks, shapes and a finite loss."""
+    import numpy as np
+    import torch
+
+    from iclr25.aihf.data import load_hh_pairs
+    from iclr25.aihf.implicit import batched_logprobs, implicit_epoch
+    from iclr25.aihf.text import encode_pairs, encode_texts
+    from iclr25.core.lm import byte_tokenizer, tiny_causal_lm
+
+    sub = load_hh_pairs(hh_mirror)[:8]
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(seed=0, n_positions=512)
+    ch, rj = encode_pairs(tok, sub, max_length=128)
+    demos = encode_texts(tok, [p["prompt"] for p in sub], [p["chosen"] for p in sub], max_length=128)
+    agents = encode_texts(tok, [p["prompt"] for p in sub], [p["rejected"] for p in sub], max_length=128)
+    ref = [batched_logprobs(model, e, batch_size=4) for e in (demos, agents, ch, rj)]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    losses = implicit_epoch(model, opt, w=0.5, beta=0.1, demos=demos, agents=agents, demo_old=ref[0],
+                            agent_old=ref[1], chosen=ch, rejected=rj, ref_chosen=ref[2], ref_rejected=ref[3],
+                            batch_size=4, rng=np.random.default_rng(0), pad_id=tok.pad_token_id)
+    assert losses and all(np.isfinite(losses)) and int(demos.response_mask.sum()) > 0

@@ -110,7 +110,7 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_result(cmd, tiny_d
                                                    "c": 0.5 + i / 20} for i in range(6)])
         args = ["dpo", "--model", tiny_dir, "--pairs", pairs, "--mode", "dyn", "--epochs", 3, "--batch-size", 2,
                 "--lr", 1e-3]
-    args += ["--save-steps", 2, "--lr-scheduler", "cosine", *COMMON]
+    args += ["--checkpoint-every", 2, "--lr-scheduler", "cosine", *COMMON]
     assert _run(*args, "--out", tmp_path / "full") == 0
     with monkeypatch.context() as m:
         _interrupt_after(m, 5)
@@ -154,7 +154,7 @@ def test_dpo_resume_from_a_torn_checkpoint_is_a_clean_error(tiny_dir, tmp_path, 
     pairs = _jsonl(tmp_path / "pairs.jsonl", [{"prompt": f"{i}=", "chosen": str(i), "rejected": str(i + 3),
                                                "c": 0.5 + i / 20} for i in range(6)])
     args = ["dpo", "--model", tiny_dir, "--pairs", pairs, "--mode", "dyn", "--epochs", 3, "--batch-size", 2,
-            "--lr", 1e-3, "--save-steps", 2, *COMMON]
+            "--lr", 1e-3, "--checkpoint-every", 2, *COMMON]
     with monkeypatch.context() as m:
         _interrupt_after(m, 3)
         assert _run(*args, "--out", tmp_path / "cut") == 130

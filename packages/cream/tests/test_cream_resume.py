@@ -178,7 +178,7 @@ def _dpo_cmd(model, pairs, *extra):
 
 def test_sigkill_during_a_checkpoint_save_keeps_the_previous_checkpoint(dropout_dir, tmp_path):
     pairs = _pairs_file(tmp_path / "pairs.jsonl", 8)
-    args = _dpo_cmd(dropout_dir, pairs, "--epochs", 2, "--save-steps", 2)
+    args = _dpo_cmd(dropout_dir, pairs, "--epochs", 2, "--checkpoint-every", 2)
     cut = tmp_path / "cut"
     r = subprocess.run([sys.executable, "-c", _KILL_IN_SAVE, *args, "--out", str(cut)], env=single_thread_env(),
                        capture_output=True, text=True, timeout=300)
@@ -200,7 +200,7 @@ def test_kill_at_a_random_moment_and_resume_is_bit_identical(dropout_dir, tmp_pa
     history as an uninterrupted run, byte for byte. Dropout 0.3 is on in the policy (--no-disable-dropout), so
     this needs the torch RNG state restored (the masks after the resume are those of the uninterrupted run)."""
     pairs = _pairs_file(tmp_path / "pairs.jsonl", 24)
-    cmd = [sys.executable, "-m", "iclr25.cream", *_dpo_cmd(dropout_dir, pairs, "--epochs", 4, "--save-steps", 1)]
+    cmd = [sys.executable, "-m", "iclr25.cream", *_dpo_cmd(dropout_dir, pairs, "--epochs", 4, "--checkpoint-every", 1)]
     res = kill_and_resume(cmd, killed_out=tmp_path / "killed", reference_out=tmp_path / "ref",
                           ready=lambda o: (Path(o) / "checkpoint" / "trainer_state.json").is_file(),
                           compare=["model/*.safetensors"], logs=["stage.json"], max_delay=0.8, timeout=300)

@@ -195,15 +195,15 @@ def test_graph_storage_roundtrip_and_refusals(tmp_path):
 
 
 def test_paired_claim_margin_is_paired_spread():
-    from iclr25.mgvga.reproduce import _paired_claim
+    from iclr25.mgvga.claims import paired_claim as _paired_claim
 
     # ours better by 0.10 and 0.12 at two seeds, although the unpaired spread is large
-    c, st = _paired_claim("x/y", "m", [0.5, 0.9], [0.6, 1.02], ("a", "b"), higher_is_better=False, paper="", note="")
+    c, st = _paired_claim("x/y", "m", [0.5, 0.9], [0.6, 1.02], ("a", "b"), higher_is_better=False, paper_ref="x", note="")
     assert st["gain"] == pytest.approx(0.11) and c.margin == pytest.approx(np.std([0.10, 0.12], ddof=1))
     assert c.holds and "exceeds" in c.note
-    c2, _ = _paired_claim("x/z", "m", [0.5, 0.9], [0.5, 0.9], ("a", "b"), higher_is_better=False, paper="", note="")
+    c2, _ = _paired_claim("x/z", "m", [0.5, 0.9], [0.5, 0.9], ("a", "b"), higher_is_better=False, paper_ref="x", note="")
     assert not c2.holds  # a zero gap never holds
-    c3, _ = _paired_claim("x/w", "m", [0.5, None], [0.6, 0.7], ("a", "b"), higher_is_better=True, paper="", note="")
+    c3, _ = _paired_claim("x/w", "m", [0.5, None], [0.6, 0.7], ("a", "b"), higher_is_better=True, paper_ref="x", note="")
     assert not c3.holds and "undefined" in c3.note
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

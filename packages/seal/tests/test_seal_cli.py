@@ -183,7 +183,7 @@ def test_train_selector_kill_and_resume_is_bit_identical(tmp_path, saved_model, 
 
     args = _sel_args(saved_model, files, "X")[:-2]  # without --out
     args[args.index("--epochs") + 1] = "6"
-    cmd = [sys.executable, "-m", "iclr25.seal", *args, "--save-every", "2", "--log-every", "1"]
+    cmd = [sys.executable, "-m", "iclr25.seal", *args, "--checkpoint-every", "2", "--log-every", "1"]
     kill_and_resume(cmd, killed_out=tmp_path / "killed", reference_out=tmp_path / "ref",
                     ready=lambda out: (out / "checkpoint" / "loop_state.pt").is_file(), max_delay=0.5,
                     compare=["checkpoint/model_state.pt"], logs=["metrics.jsonl", "history.json"], timeout=300)

@@ -203,38 +203,17 @@ def test_warm_start_refuses_a_missing_folder_or_another_shape(tmp_path):
             TrapBaseConfig(lr_hold_fraction=bad)
 
 
-def test_full_preset_plans_independent_base_chains():
-    from iclr25.sharpening.reproduce import ReproSettings, _base_plan, pretrain_bases
+def test_full_preset_plans_bases_parents_first():
+    from iclr25.sharpening.pretrain import base_plan
+    from iclr25.sharpening.reproduce import ReproSettings
 
     st = ReproSettings.preset(False)
-    plan = [[(t.p_correct, t.n_distractors, s) for t, s in c] for c in _base_plan(st)]
-    # the warm-started sweep / XPO bases after their parent (seed-0 p_c 0.4); seeds 1 and 2 on their own
-    assert plan == [[(0.4, 10, 0), (0.2, 20, 0), (0.1, 40, 0)], [(0.4, 10, 1)], [(0.4, 10, 2)]]
+    plan = [(b["p_correct"], b["n_distractors"], b["seed"], b["parent"]) for b in base_plan(st)]
+    # a base per seed; the warm-started sweep / XPO bases after their parent (seed-0 p_c 0.4)
+    assert plan == [(0.4, 10, 0, None), (0.4, 10, 1, None), (0.4, 10, 2, None),
+                    (0.2, 20, 0, "base_pc0.4_s0"), (0.1, 40, 0, "base_pc0.4_s0")]
     quick = ReproSettings.preset(True)
-    assert _base_plan(quick) == [[(TrapArithmeticTask(), 0)]]
-    assert pretrain_bases(quick, 2) == []          # fixed-length recipe: trained in the run itself
-    assert pretrain_bases(st, 1) == []             # one process: the run trains each base when it needs it
-
-
-@pytest.mark.slow
-def test_bases_pretrain_in_two_processes_and_the_run_finds_them(tmp_path, monkeypatch):
-    # slow: two spawned interpreters import torch and transformers
-    from iclr25.sharpening.reproduce import ReproSettings, _sweep_cfg, pretrain_bases
-
-    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path))
-    st = ReproSettings(seeds=(0, 1), base_per_seed=True, base=replace(TINY, n_val=16), n_train=40, n_test=24,
-                       coverage=True, coverage_tasks=((0.4, 10), (0.2, 20)), sweep_warm_start=True)
-    recs = pretrain_bases(st, 2)
-    got = sorted((r["p_correct"], r["seed"], r["cached"]) for r in recs)
-    assert got == [(0.2, 0, False), (0.4, 0, False), (0.4, 1, False)]
-    task = TrapArithmeticTask(p_correct=0.2, n_distractors=20)
-    _, test = task.split(40, 24, seed=0)
-    cfg = _sweep_cfg(st, task)
-    parent = next(r for r in recs if (r["p_correct"], r["seed"]) == (0.4, 0))
-    assert cfg.init_from == parent["path"]
-    b = cached_trap_base(task, cfg, progress=False, exclude=test)
-    assert b.info["cached"] is True
-    assert all(r["cached"] for r in pretrain_bases(st, 2))          # a second call trains nothing
+    assert [(b["p_correct"], b["seed"], b["parent"]) for b in base_plan(quick)] == [(0.4, quick.base.seed, None)]
 
 
 def test_cache_keeps_a_converged_base_under_a_smaller_cap_and_names_damage(tmp_path):

@@ -168,7 +168,8 @@ def test_quick_preset_matches_the_reproduction():
     st = ReproSettings.preset(quick=True)
     assert (q["sft"]["n"], q["sft"]["epochs"], q["sft"]["lr"], q["sft"]["batch_size"]) == \
         (st.sft_n, st.sft_epochs, st.sft_lr, st.sft_batch)
-    assert (q["rlhf"]["epochs"], q["rlhf"]["lr"], q["rlhf"]["batch_size"]) == (st.rlhf_epochs, st.rlhf_lr, st.rlhf_batch)
+    assert (q["rlhf"]["epochs"], q["rlhf"]["lr"], q["rlhf"]["batch_size"], q["rlhf"]["pairs_per_prompt"]) == \
+        (st.rlhf_epochs, st.rlhf_lr, st.rlhf_batch, st.rlhf_pairs_per_prompt)
     assert q["rlhf"]["beta"] in st.rlhf_betas and q["bon"]["n"] == max(st.bon_ns)
     assert q["sft"]["num_prompts"] == st.n_train and q["bon"]["num_prompts"] == st.n_test
     assert tuple(q["reproduce"]["seeds"]) == st.seeds
@@ -188,7 +189,8 @@ def test_packaged_presets_are_found_by_name(tmp_path, monkeypatch):
 
 
 def test_built_wheel_ships_the_presets(tmp_path):
-    """The wheel (built offline by uv from the uv cache) carries configs/{quick,paper}.yaml as package data."""
+    """The wheel (built offline by uv from the uv cache) carries configs/{quick,paper}.yaml and the shipped base as
+    package data."""
     import shutil
     import zipfile
 
@@ -205,6 +207,11 @@ def test_built_wheel_ships_the_presets(tmp_path):
         member = f"iclr25/sharpening/configs/{name}.yaml"
         assert member in names
         assert zipfile.ZipFile(wheel).read(member) == preset_path(name).read_bytes()
+    from iclr25.sharpening.shipped import SHIPPED_BASE_DIR
+
+    for f in ("model.safetensors", "config.json", "trapbase_train.json"):       # the shipped trap base
+        member = f"iclr25/sharpening/weights/{SHIPPED_BASE_DIR.name}/{f}"
+        assert zipfile.ZipFile(wheel).read(member) == (SHIPPED_BASE_DIR / f).read_bytes()
 
 
 def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_file, tmp_path, monkeypatch):

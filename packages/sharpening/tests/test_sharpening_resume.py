@@ -24,7 +24,7 @@ def test_sft_kill_at_a_random_moment_and_resume_is_bit_identical(tiny_model_dir,
     cmd = [sys.executable, "-m", "iclr25.sharpening", "sft", "--model", str(tiny_model_dir), "--prompts",
            str(_prompts(tmp_path)), "--max-new-tokens", "4", "--threads", "1", "--quiet", "--n", "2", "--epochs", "30",
            "--lora-r", "4", "--lora-dropout", "0.05", "--batch-size", "2", "--lr", "1e-3", "--eval-samples", "1",
-           "--save-every", "1"]
+           "--checkpoint-every", "1"]
     res = kill_and_resume(cmd, killed_out=tmp_path / "killed", reference_out=tmp_path / "ref",
                           ready=lambda o: (Path(o) / "checkpoint" / "rng_state.json").is_file(),
                           compare=["model/*.safetensors", "checkpoint/policy.safetensors"], logs=["metrics.jsonl"],

@@ -20,15 +20,16 @@ def _usage_block() -> str:
 def test_readme_usage_example_runs_as_written(tiny_lm, monkeypatch, capsys):
     """The README's Usage block called best_of_n with its default max_new_tokens=64, which overruns the trap
     base's 32 positions: the first thing a new user ran ended in a ValueError. Run the block exactly as
-    written, with the tiny test model (same 32-position context) standing in for the cached base."""
-    import iclr25.sharpening.base as base_mod
+    written, with the tiny test model (same 32-position context) standing in for the shipped base (the block
+    itself, with the real base, runs in the fresh-venv test of tests/test_readme_install.py)."""
+    import iclr25.sharpening.shipped as shipped_mod
 
     model, tok = tiny_lm
-    monkeypatch.setattr(base_mod, "cached_trap_base",
+    monkeypatch.setattr(shipped_mod, "shipped_trap_base",
                         lambda *a, **k: types.SimpleNamespace(model=model, tokenizer=tok, info={"path": "test"}))
     exec(compile(_usage_block(), str(README), "exec"), {})
     out = capsys.readouterr().out
-    assert "SharpnessReport(" in out and "coverage=" in out
+    assert "SharpnessReport(" in out and "coverage=" in out and "BoN@16 accuracy" in out and "tilted" in out
 
 
 def _common(tiny_model_dir, prompts_file, out):
@@ -82,12 +83,12 @@ def test_resume_without_checkpoint_fails_before_loading(tmp_path, capsys):
 def test_bad_prompt_file_is_reported_before_the_base_loads(tmp_path, monkeypatch, capsys):
     """A malformed prompt file was read only after the model loaded: with the default trap base that is a
     minute (or its first-use pre-training, minutes) before 'FILE:2: invalid JSON'."""
-    import iclr25.sharpening.base as base_mod
+    import iclr25.sharpening.shipped as shipped_mod
 
     def boom(*a, **k):
         raise AssertionError("the base was loaded before the prompt file was checked")
 
-    monkeypatch.setattr(base_mod, "cached_trap_base", boom)
+    monkeypatch.setattr(shipped_mod, "shipped_trap_base", boom)
     p = tmp_path / "bad.jsonl"
     p.write_text('{"prompt": "12+13="}\n{"prompt": "1+1=" "answer": 2}\n')
     assert main(["bon", "--prompts", str(p), "--max-new-tokens", "4", "--out", str(tmp_path / "o"), "--quiet"]) == 2

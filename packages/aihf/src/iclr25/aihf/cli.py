@@ -44,8 +44,27 @@ def _mujoco(cfg: MujocoConfig) -> int:
     return run_mujoco(cfg)
 
 
+def _presets(argv: list[str]) -> list[str]:
+    """``--config NAME`` with a packaged preset's name (:data:`~iclr25.aihf.config.PRESETS`) and no file of that
+    name -> the packaged file's path."""
+    from pathlib import Path
+
+    from .config import PRESETS, preset_path
+
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--config" and i + 1 < len(out) and out[i + 1] in PRESETS and not Path(out[i + 1]).exists():
+            out[i + 1] = str(preset_path(out[i + 1]))
+        elif a.startswith("--config=") and a[9:] in PRESETS and not Path(a[9:]).exists():
+            out[i] = f"--config={preset_path(a[9:])}"
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``iclr25-aihf``; returns the exit code."""
+    """Entry point of ``iclr25-aihf``; returns the exit code. ``--config hh_pythia`` loads the packaged preset."""
+    import sys
+
+    argv = _presets(list(sys.argv[1:] if argv is None else argv))
     return run_cli(
         PROG,
         "AIHF (ICLR 2025): reward and policy learned jointly from demonstrations and preferences, "

@@ -264,11 +264,12 @@ class DemoConfig(CommonOptions, SeedOption):
 
 @dataclass(kw_only=True)
 class ReproduceConfig(ReproduceOptions):
-    """Reproduce the paper's claims at CPU scale (--quick: about 2 minutes on 2 cores)."""
+    """Reproduce the paper's claims at CPU scale (--quick: about 3 CPU-minutes)."""
 
     resume: bool = False
-    """Reuse the finished sections (bandit, convergence, gridworld, tiny LM, HH) saved under OUT/sections/ by an
-    earlier run with the same settings; only the missing sections run."""
+    """Keep the jobs an earlier run into --out finished (OUT/records/); changed settings are refused."""
+    workers: int | None = None
+    """Worker processes of the runner (default: the CPUs, at most the number of jobs; 1: in this process)."""
 
 
 @dataclass(kw_only=True)
@@ -364,3 +365,25 @@ class MujocoConfig(CommonOptions, SeedOption):
         if self.policy_steps > self.total_steps:
             raise ValueError(f"policy_steps={self.policy_steps} > total_steps={self.total_steps}: no full outer "
                              "iteration would run; lower --policy-steps")
+
+
+#: packaged presets (``iclr25/aihf/configs/<name>.yaml``): ``--config hh_pythia`` loads the paper's HH setting;
+#: ``accelerate_ds`` is a file for ``accelerate launch --config_file`` (:func:`preset_path` gives its path).
+PRESETS = ("hh_pythia", "accelerate_ds")
+
+
+def preset_path(name: str) -> Path:
+    """The packaged preset ``name`` (:data:`PRESETS`) as a file path (it ships in the wheel).
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`PRESETS`.
+        FileNotFoundError: the installed package lacks the file (a broken install; reinstall it).
+    """
+    from importlib.resources import files
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; the packaged presets are {list(PRESETS)} (or give a YAML path)")
+    res = files("iclr25.aihf") / "configs" / f"{name}.yaml"
+    if not res.is_file():
+        raise FileNotFoundError(f"the packaged preset {name}.yaml is missing from {res}; reinstall iclr25-aihf")
+    return Path(str(res))

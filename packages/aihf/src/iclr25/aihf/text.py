@@ -11,7 +11,7 @@ Two forms (spec "Special cases"):
   penalty to pi_ref.
 
 Models load through core ``load_causal_lm`` (local folder or Hugging Face id; dtype, ``device_map``, 4-bit),
-LoRA through peft (``--lora-r``), multi-GPU/DeepSpeed through ``accelerate launch`` (``configs/accelerate_ds.yaml``),
+LoRA through peft (``--lora-r``), multi-GPU/DeepSpeed through ``accelerate launch`` (the packaged ``accelerate_ds`` preset, ``preset_path("accelerate_ds")``),
 agent samples from any core ``TextGenerator`` (local transformers, or a vLLM server via the OpenAI backends).
 Tokenisation never parses special-token strings inside the text (``split_special_tokens=True``), and masks come
 from real lengths, not from pad = EOS detection, so a response containing the EOS string is not cut there.

@@ -380,11 +380,13 @@ def _demo(a: DemoConfig) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-cream``; returns the exit code."""
     return run_cli("iclr25-cream", "CREAM: consistency-regularised self-rewarding language models (ICLR 2025).", {
-        "sft": Command(SftConfig, _sft, "supervised fine-tuning M0 -> M1 (--resume)"),
+        "sft": Command(SftConfig, _sft, "supervised fine-tuning M0 -> M1 (--resume)",
+                       deprecated={"--save-steps": "--checkpoint-every"}),
         "sample": Command(SampleConfig, _sample, "sample N responses per prompt (local, or a vLLM server)"),
         "reward": Command(RewardConfig, _reward, "DPO implicit reward log pi - log pi_ref of each sample"),
         "consistency": Command(ConsistencyConfig, _consistency, "Kendall consistency C_j and (best, worst) pairs"),
-        "dpo": Command(DpoConfig, _dpo, "one CREAM/DPO stage on a pairs file (--mode avg|dyn|srlm, --resume)"),
+        "dpo": Command(DpoConfig, _dpo, "one CREAM/DPO stage on a pairs file (--mode avg|dyn|srlm, --resume)",
+                       deprecated={"--save-steps": "--checkpoint-every"}),
         "loop": Command(LoopConfig, _loop, "SFT + T self-rewarding rounds end to end (--resume)"),
         "evaluate": Command(EvaluateConfig, _evaluate, "greedy GSM8K / multiple-choice / addition accuracy"),
         "reproduce": reproduce_command("cream", "iclr25.cream.reproduce:reproduce", __version__,

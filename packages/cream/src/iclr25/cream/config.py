@@ -126,7 +126,7 @@ class TrainConfig(_Optimiser):
     """bf16 mixed precision (accelerate)."""
     chat_template: bool = False
     """Wrap prompts with the tokenizer's chat template (one user turn)."""
-    save_steps: int = 0
+    checkpoint_every: int = 0
     """Write a resumable checkpoint every this many optimiser steps (0: at epoch ends only)."""
     disable_dropout: bool = True
     """DPO stages: set every dropout probability of the policy (model and LoRA) to 0, as TRL's
@@ -139,7 +139,7 @@ class TrainConfig(_Optimiser):
         o = "TrainConfig"
         self._check_optimiser(o)
         check_float(o, "beta", self.beta, ">0")
-        _check_int(o, "save_steps", self.save_steps, 0)
+        _check_int(o, "checkpoint_every", self.checkpoint_every, 0)
         if self.max_length is not None:
             _check_int(o, "max_length", self.max_length, 2)
 
@@ -269,7 +269,7 @@ class _Train(_Optimiser):
     """Most tokens per sequence."""
     chat_template: bool = False
     """Wrap prompts in the tokenizer's chat template."""
-    save_steps: int = 0
+    checkpoint_every: int = 0
     """Checkpoint every this many steps (0: at epoch ends)."""
     resume: bool = False
     """Continue from the checkpoint in --out."""
@@ -488,6 +488,12 @@ class CreamReproduceOptions(ReproduceOptions):
     """Reproduce CREAM's claims on the toy addition task; writes results.json/md, metrics.json, metrics.png."""
 
     resume: bool = False
-    """Reuse the per-seed results already in OUT/checkpoints (each regime and seed is saved when it ends)."""
+    """Keep the (regime, seed) jobs an earlier run in OUT finished (OUT/records/*.json, one per job, written when
+    it ends) and run only the missing ones; changed settings are refused."""
+    workers: int = 2
+    """worker processes (one thread each; seeds run in parallel; 1: in this process)"""
     regimes: tuple[str, ...] | None = None
     """Full run only: the extra regimes to run (previous-reference, t-4, hard-n-8-temperature-1-2; default: all)."""
+
+    def __post_init__(self) -> None:
+        _check_int("reproduce", "workers", self.workers, 1)

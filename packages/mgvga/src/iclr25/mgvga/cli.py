@@ -50,8 +50,8 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     from .graph import to_graph
     from .model import MGVGAConfig, MGVGAPretrainer
     from .parsers import load_circuit
+    from .pools import ReproSettings, build_pools, text_encoder
     from .pretrain import pretrain
-    from .reproduce import ReproSettings, build_pools, text_encoder
 
     dev = str(choose_device(c.device))
     s = ReproSettings(n_synthetic=c.n_synthetic, synth_widths=(2, c.synth_max_width), max_nodes=c.max_nodes,
@@ -96,13 +96,10 @@ def pretrain_cmd(c: PretrainConfig) -> int:
     model = MGVGAPretrainer(cfg)
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
-    from .reproduce import _graceful_stop
-
-    with _graceful_stop() as stop:  # Ctrl-C / SIGTERM: checkpoint the current step, then stop (exit 130)
-        stop.in_pretrain = True
-        hist = pretrain(model, mgm, vga, emb, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=c.seed,
-                        checkpoint=out / "checkpoint.pt", checkpoint_every=c.checkpoint_every, resume=c.resume,
-                        device=dev, progress=not c.quiet, vga_text_mask=tmask, should_stop=lambda: stop.requested)
+    # Ctrl-C stops at once: the last checkpoint (every --checkpoint-every steps) stays; --resume continues from it
+    hist = pretrain(model, mgm, vga, emb, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=c.seed,
+                    checkpoint=out / "checkpoint.pt", checkpoint_every=c.checkpoint_every, resume=c.resume,
+                    device=dev, progress=not c.quiet, vga_text_mask=tmask)
     last = hist[-1] if hist else {}
     print(json.dumps(last, indent=1))
     print(f"pretrain[{c.objective}]: {last.get('step', 0)} steps, loss {last.get('loss', float('nan')):.4f} -> "

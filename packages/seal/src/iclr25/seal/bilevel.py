@@ -41,7 +41,7 @@ __all__ = ["SelectorResult", "train_selector", "epoch_plan", "safe_positions", "
 
 log = logging.getLogger("iclr25.seal")
 SELECTOR_FORMAT = "iclr25-seal-selector-v1"
-_RESUME_FREE = ("epochs", "save_every", "log_every")
+_RESUME_FREE = ("epochs", "checkpoint_every", "log_every")
 
 
 def _perm(n: int, seed: int, stream: int, k: int) -> torch.Tensor:
@@ -291,9 +291,9 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
         ft: D_ft, tokenised; its order defines the selector's indices.
         cfg: :class:`BilevelConfig` (default: the official Llama-3 values).
         runtime: :class:`PlainRuntime` on the model's device (default) or an ``AccelerateRuntime``.
-        checkpoint_dir: write a checkpoint there at every epoch end (and every ``cfg.save_every`` steps).
+        checkpoint_dir: write a checkpoint there at every epoch end (and every ``cfg.checkpoint_every`` steps).
         resume: continue from ``checkpoint_dir`` (ω, both optimisers, epoch, step, σ, D_safe stream
-            position, RNG, history). The config must match except ``epochs``/``save_every``/``log_every``.
+            position, RNG, history). The config must match except ``epochs``/``checkpoint_every``/``log_every``.
         stop_after_steps: stop (after checkpointing) once this many optimiser steps have run in total —
             an interruption on purpose.
         progress: show a progress bar (off under ``--quiet`` anyway).
@@ -358,7 +358,7 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
                       if json.dumps(v) != json.dumps(meta["config"].get(k)))
         if diff:
             raise ValueError(f"checkpoint {ckpt} was written with other settings ({', '.join(diff)}); resume "
-                             "with the same flags (only --epochs, --save-every and --log-every may change)")
+                             "with the same flags (only --epochs, --checkpoint-every and --log-every may change)")
         if meta["state"]["epoch"] > E:
             raise ValueError(f"checkpoint {ckpt} has already run {meta['state']['epoch']} epochs > --epochs {E}")
         runtime.load_model_state(ckpt, model, model_opt)
@@ -459,7 +459,7 @@ def train_selector(model: Any, safe: LMDataset, ft: LMDataset, cfg: BilevelConfi
             at_end = st["step"] == slots.shape[0]
             if stop_after_steps is not None and st["global_step"] >= stop_after_steps and not at_end:
                 stopped = True
-            if ckpt is not None and not at_end and (stopped or (cfg.save_every and st["global_step"] % cfg.save_every == 0)):
+            if ckpt is not None and not at_end and (stopped or (cfg.checkpoint_every and st["global_step"] % cfg.checkpoint_every == 0)):
                 st["seconds"] = time.perf_counter() - t_start
                 _ckpt_write(ckpt, runtime, model, model_opt, own_state())
             if stopped:

@@ -390,9 +390,11 @@ def cmd_demo(cfg: DemoConfig) -> int:
 
 COMMANDS = {
     "train-selector": Command(TrainSelectorConfig, cmd_train_selector,
-                              "learn one score per fine-tuning sample against a safety set (--resume)"),
+                              "learn one score per fine-tuning sample against a safety set (--resume)",
+                              deprecated={"--save-every": "--checkpoint-every"}),
     "select": Command(SelectConfig, cmd_select, "keep the top-ranked fraction of the fine-tuning file (lines unchanged)"),
-    "sft": Command(SFTCommandConfig, cmd_sft, "fine-tune the aligned model on the kept data (LoRA, --resume)"),
+    "sft": Command(SFTCommandConfig, cmd_sft, "fine-tune the aligned model on the kept data (LoRA, --resume)",
+                   deprecated={"--save-every": "--checkpoint-every"}),
     "evaluate": Command(EvaluateConfig, cmd_evaluate,
                         "answers + exact match, refusal rate, safety margin, win rate (programmatic or LLM judge)"),
     "reproduce": reproduce_command("seal", "iclr25.seal.reproduce:reproduce", __version__, config=ReproduceConfig,

@@ -104,7 +104,7 @@ class BilevelConfig:
     """maximum tokens per sample (prompt + response + EOS); longer responses are cut (and counted)"""
     seed: int = 0
     """seed of the data order (per epoch and per D_safe cycle) and of torch"""
-    save_every: int | None = None
+    checkpoint_every: int | None = None
     """also checkpoint every this many optimiser steps (epoch ends are always checkpointed)"""
     log_every: int = 10
     """write a metrics.jsonl record every this many optimiser steps"""
@@ -124,7 +124,7 @@ class BilevelConfig:
         _check_int("micro_batch_size", self.micro_batch_size, optional=True)
         _check_int("max_len", self.max_len, 2)
         _check_int("seed", self.seed, 0)
-        _check_int("save_every", self.save_every, optional=True)
+        _check_int("checkpoint_every", self.checkpoint_every, optional=True)
         _check_int("log_every", self.log_every)
         if self.selector not in ("softmax", "sigmoid"):
             raise ValueError(f"selector={self.selector!r} must be 'softmax' or 'sigmoid'")
@@ -177,7 +177,7 @@ class SFTConfig:
     """maximum tokens per sample"""
     seed: int = 42
     """data order and torch seed (code: 42)"""
-    save_every: int | None = None
+    checkpoint_every: int | None = None
     """also checkpoint every this many optimiser steps (epoch ends are always checkpointed)"""
     log_every: int = 10
     """write a metrics.jsonl record every this many optimiser steps"""
@@ -193,7 +193,7 @@ class SFTConfig:
         _check_int("micro_batch_size", self.micro_batch_size, optional=True)
         _check_int("max_len", self.max_len, 2)
         _check_int("seed", self.seed, 0)
-        _check_int("save_every", self.save_every, optional=True)
+        _check_int("checkpoint_every", self.checkpoint_every, optional=True)
         _check_int("log_every", self.log_every)
 
 
@@ -382,8 +382,8 @@ class ReproduceConfig(ReproduceOptions):
     workers: int = 2
     """worker processes (one torch thread each; seeds run in parallel)"""
     resume: bool = False
-    """reuse the per-job records (OUT/jobs/*.json, written as each (task, seed) finishes) of an earlier run
-    with the same settings and run only the missing jobs"""
+    """keep the jobs an earlier run in OUT finished (OUT/records/*.json, one per (task, seed)) and run only the
+    missing ones; changed settings are refused"""
 
     def __post_init__(self) -> None:
         _check_int("workers", self.workers)

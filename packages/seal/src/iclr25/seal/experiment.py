@@ -195,3 +195,14 @@ def run_task_seed(task_name: str, n_ft: int, seed: int, keeps: Sequence[float] =
             "selection": sel, "runs": runs, "base": {k: v for k, v in base_ev.items() if k != "judge_scores"},
             "info": task.info,
             "seconds": {"base": t_base, "selection": t_sel, "sft_eval": t_sft, "total": time.perf_counter() - t0}}
+
+
+def task_seed_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) -> dict[str, Any]:
+    """Runner job (:mod:`iclr25.core.runner`): :func:`run_task_seed` of ``settings["task"]`` at
+    ``settings["n_ft"]`` and ``settings["keeps"]``; an undefined number (NaN) is recorded as ``None``."""
+    from iclr25.core.runner import nan_to_none
+
+    for name in ("transformers", "accelerate"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return nan_to_none(run_task_seed(settings["task"], int(settings["n_ft"]), seed, tuple(settings["keeps"]),
+                                     methods=tuple(settings.get("methods") or METHODS), threads=None))

@@ -20,7 +20,7 @@ from .runtime import PlainRuntime, Runtime, load_checkpoint_file, resolve_micro_
 __all__ = ["sft", "base_losses"]
 
 log = logging.getLogger("iclr25.seal")
-_RESUME_FREE = ("epochs", "save_every", "log_every")
+_RESUME_FREE = ("epochs", "checkpoint_every", "log_every")
 
 
 def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: Runtime | None = None,
@@ -34,7 +34,7 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
         data: the tokenised SFT set (the kept subset, optionally concatenated with a SafeInstr set).
         cfg: :class:`SFTConfig` (default: the official Llama-3 SFT values).
         runtime: plain torch (default, on the model's device) or accelerate.
-        checkpoint_dir: checkpoint at every epoch end (and every ``cfg.save_every`` steps).
+        checkpoint_dir: checkpoint at every epoch end (and every ``cfg.checkpoint_every`` steps).
         resume: continue from ``checkpoint_dir`` (model, optimiser, epoch, step, RNG).
         stop_after_steps: stop (after checkpointing) once this many optimiser steps have run.
         progress: show a progress bar.
@@ -120,7 +120,7 @@ def sft(model: Any, data: LMDataset, cfg: SFTConfig | None = None, *, runtime: R
             at_end = s + 1 == steps_per_epoch
             if stop_after_steps is not None and st["global_step"] >= stop_after_steps and not at_end:
                 stopped = True
-            if ckpt is not None and not at_end and (stopped or (cfg.save_every and st["global_step"] % cfg.save_every == 0)):
+            if ckpt is not None and not at_end and (stopped or (cfg.checkpoint_every and st["global_step"] % cfg.checkpoint_every == 0)):
                 _ckpt_write(ckpt, runtime, model, opt, _own(st, n, key))
             if stopped:
                 break

@@ -2,7 +2,8 @@
 
 Self-rewards (:mod:`.rewards`), batched best-of-N (:mod:`.bon`), SFT-Sharpening (:mod:`.sft`), RLHF-Sharpening
 with Eq. (8) and XPO (:mod:`.rlhf`), the adaptive sample count (:mod:`.adaptive`), exact tools for small
-response spaces (:mod:`.exact`), the trap-arithmetic task (:mod:`.task`) and its cached base (:mod:`.base`).
+response spaces (:mod:`.exact`), the trap-arithmetic task (:mod:`.task`), its cached base (:mod:`.base`) and the converged base shipped in the
+wheel (:mod:`.shipped`).
 
 Attributes are imported lazily (torch is loaded only when a model function is used).
 """
@@ -56,6 +57,7 @@ _LAZY = {
     "TrapBaseConfig": "base",
     "TrapBase": "base",
     "cached_trap_base": "base",
+    "shipped_trap_base": "shipped",
     "trap_data_kl": "base",
     "data_kl": "base",
     "evaluate_on_trap": "evaluation",

@@ -64,8 +64,10 @@ def _demo(cfg):
 
 COMMANDS = {
     "bon": Command(BonOptions, _bon, "inference-time best-of-N ranked by the model's own likelihood (or majority vote)"),
-    "sft": Command(SftOptions, _sft, "SFT-Sharpening: fine-tune on best-of-N outputs (fixed N or adaptive); --resume"),
-    "rlhf": Command(RlhfOptions, _rlhf, "RLHF-Sharpening: Eq. (8) on base pairs, or online XPO (--xpo --alpha); --resume"),
+    "sft": Command(SftOptions, _sft, "SFT-Sharpening: fine-tune on best-of-N outputs (fixed N or adaptive); --resume",
+                   {"--save-every": "--checkpoint-every"}),
+    "rlhf": Command(RlhfOptions, _rlhf, "RLHF-Sharpening: Eq. (8) on base pairs, or online XPO (--xpo --alpha); --resume",
+                    {"--save-every": "--checkpoint-every"}),
     "report": Command(ReportOptions, _report, "how sharp a model is on a prompt file (mode mass, C_cov, greedy)"),
     "reproduce": reproduce_command("sharpening", "iclr25.sharpening.reproduce:reproduce", __version__,
                                    config=SharpeningReproduceOptions),

@@ -104,12 +104,12 @@ def _load(cfg, *, split: str = "test", model_name: str | None = None) -> _Setup:
     dev = choose_device(cfg.device)
     trap = None
     if name is None:
-        from .base import cached_trap_base
+        from .shipped import shipped_trap_base
 
         trap = TrapArithmeticTask()
-        base = cached_trap_base(trap, progress=not cfg.quiet)
+        base = shipped_trap_base(trap)
         model, tok = base.model.to(dev), base.tokenizer
-        source = f"trap-arithmetic base ({base.info['path']})"
+        source = f"trap-arithmetic base (shipped, {base.info['path']})"
     else:
         from iclr25.core.lm import load_causal_lm
 
@@ -236,7 +236,7 @@ def run_bon(cfg) -> int:
 
 #: Flags that may change across ``--resume``: where output goes, how it is shown, the hardware, the size of the
 #: final evaluation, and batching of the sampler (none of them changes what is trained).
-_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "save_every", "eval_samples",
+_RESUME_FREE = frozenset({"out", "resume", "quiet", "threads", "device", "checkpoint_every", "eval_samples",
                           "sample_batch_size"})
 
 
@@ -470,7 +470,6 @@ def run_demo(cfg) -> int:
 
     from iclr25.core.seed import choose_device, seed_everything
 
-    from .base import cached_trap_base
     from .bon import best_of_n
     from .evaluation import evaluate_on_trap
     from .exact import enumerate_responses
@@ -481,10 +480,10 @@ def run_demo(cfg) -> int:
     task = TrapArithmeticTask()
     print("Trap arithmetic: 'a+b=' answered correctly with p=0.4, else one of 10 strings whose first digit is "
           "c1+1 (0.06 each). The correct sum is the sequence mode, but greedy decoding takes the wrong first digit.")
-    base = cached_trap_base(task, progress=not cfg.quiet)
+    from .shipped import shipped_trap_base
+
+    base = shipped_trap_base(task)
     base.model.to(choose_device(cfg.device))
-    if not base.info["cached"]:
-        print(f"(pre-trained the base once in {base.info['pretrain_seconds']:.0f} s; cached at {base.info['path']})")
     tok = base.tokenizer
     train, test = task.split(300, 200, seed=0)
     show = test[: cfg.prompts]

@@ -133,8 +133,8 @@ class TuneOptions(CommonOptions, SeedOption, ModelDataOptions):
     """peft target modules (not stated; all linear layers)."""
     sample_batch_size: int = 64
     """Sequences per generate call / scoring forward."""
-    save_every: int = 0
-    """Checkpoint every this many steps (0: every epoch)."""
+    checkpoint_every: int = 0
+    """Checkpoint every this many steps (0: every epoch). Was --save-every (deprecated alias)."""
     resume: bool = False
     """Continue from OUT/checkpoint (weights or adapter, optimiser, step, RNG, data order)."""
 
@@ -144,7 +144,7 @@ class TuneOptions(CommonOptions, SeedOption, ModelDataOptions):
         _int_ge("batch_size", self.batch_size, 1)
         _int_ge("lora_r", self.lora_r, 0)
         _int_ge("sample_batch_size", self.sample_batch_size, 1)
-        _int_ge("save_every", self.save_every, 0)
+        _int_ge("checkpoint_every", self.checkpoint_every, 0)
         if self.lora_alpha is not None:
             _int_ge("lora_alpha", self.lora_alpha, 1)
         if isinstance(self.lora_dropout, bool) or not (0.0 <= self.lora_dropout < 1.0):
@@ -160,7 +160,7 @@ class TuneOptions(CommonOptions, SeedOption, ModelDataOptions):
         return TrainConfig(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, weight_decay=self.weight_decay,
                            max_grad_norm=self.max_grad_norm, lora_r=self.lora_r, lora_alpha=self.lora_alpha,
                            lora_dropout=self.lora_dropout, lora_target_modules=self.lora_target_modules,
-                           seed=self.seed, save_every=self.save_every)
+                           seed=self.seed, save_every=self.checkpoint_every)
 
 
 @dataclass(kw_only=True)
@@ -256,6 +256,13 @@ class DemoOptions(CommonOptions, SeedOption):
 class SharpeningReproduceOptions(ReproduceOptions):
     """Reproduce the paper's claims on the trap-arithmetic task at CPU scale (writes results.json / results.md)."""
 
+    workers: int | None = None
+    """Worker processes for the jobs (bases, seeds, sweep, XPO, real text; default: the CPUs, at most the
+    jobs); 1 runs them in this process."""
     resume: bool = False
-    """Reuse the finished stages under OUT/stages/ (each seed, the coverage sweep, XPO, the real-text check)
-    of an interrupted run with the same settings; the pre-trained bases always come from the user cache."""
+    """Keep the jobs an interrupted run in --out finished (OUT/records/); changed settings are refused. The
+    pre-trained bases always come from the user cache."""
+
+    def __post_init__(self) -> None:
+        if self.workers is not None:
+            _int_ge("workers", self.workers, 1)

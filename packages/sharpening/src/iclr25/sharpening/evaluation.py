@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exact import enumerate_responses, sharpness_report
-from .rewards import score_sequences
+from .bon import select_best
+from .exact import bon_output_law, bon_success_probability, enumerate_responses, sharpness_report
+from .rewards import LogLikelihood, score_sequences
 from .sampling import Samples, sample_responses
 from .task import TrapArithmeticTask
 
-__all__ = ["TrapEval", "trap_correct", "evaluate_on_trap", "bon_accuracy_curve", "bon_law_correct"]
+__all__ = ["TrapEval", "trap_correct", "evaluate_on_trap", "bon_accuracy_curve", "bon_law_correct", "bon_experiment"]
 
 
 def trap_correct(samples: Samples, pairs: np.ndarray) -> np.ndarray:
@@ -92,8 +93,6 @@ def bon_accuracy_curve(scores, correct: np.ndarray, ns) -> dict[int, float]:
         scores: ``(B, M)`` self-rewards of ``M >= max(ns)`` draws.
         correct: ``(B, M)`` bool, draw ``j`` of prompt ``b`` is correct.
     """
-    from .bon import select_best
-
     out = {}
     rows = np.arange(correct.shape[0])
     for n in ns:
@@ -105,8 +104,26 @@ def bon_law_correct(base_logprobs, correct_index: np.ndarray, n: int) -> np.ndar
     """``(B,)`` probability that likelihood-BoN with ``n`` draws returns the correct answer (exact law,
     spec §6.3, with the unlisted mass counted as lower-likelihood); when the correct answer is the base's
     argmax this is ``1 - (1 - pi(y*))^n`` (less the unlisted mass's share)."""
-    from .exact import bon_output_law
-
     p = np.exp(np.asarray(base_logprobs, dtype=np.float64))
     law = bon_output_law(p, n)
     return law[np.arange(len(p)), correct_index]
+
+
+def bon_experiment(base, task, test: np.ndarray, base_lp, ns) -> dict:
+    """The trap reproduction's inference-time BoN on ``test``: measured accuracy per N (log-likelihood
+    self-reward on the base's own samples), the mean ``log pi_base`` of the selection, and the exact BoN law
+    of the learned base (per prompt and mean; the issue's ``1{y*=a+b}(1-(1-p*)^N)`` beside it)."""
+    s = sample_responses(base.model, base.tokenizer, task.prompts(test), max(ns), max_new_tokens=4, batch_size=1024)
+    scores = LogLikelihood(base.model, batch_size=2048)(s)
+    correct = trap_correct(s, test)
+    acc = bon_accuracy_curve(scores, correct, ns)
+    sel_lp = {n: float(scores.numpy()[np.arange(len(test)), select_best(scores, n)].mean()) for n in ns}
+    c = task.correct_index(test)
+    lpn = base_lp.numpy()
+    ystar = lpn.argmax(-1)
+    pstar = np.exp(lpn.max(-1))
+    law = {n: bon_law_correct(lpn, c, n) for n in ns}
+    formula = {n: (ystar == c) * bon_success_probability(pstar, n) for n in ns}
+    return {"accuracy": acc, "selected_logp": sel_lp, "law": {n: law[n].tolist() for n in ns},
+            "formula_mean": {n: float(formula[n].mean()) for n in ns},
+            "law_mean": {n: float(law[n].mean()) for n in ns}}

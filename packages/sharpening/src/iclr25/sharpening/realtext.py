@@ -13,9 +13,12 @@ import logging
 
 import numpy as np
 
+from iclr25.core import Claim
 from iclr25.core.data import DatasetSpec, RemoteFile
 
-__all__ = ["MOVIE_SNIPPETS", "movie_snippets", "realtext_likelihood_lift"]
+from .claimkit import margin_claim
+
+__all__ = ["MOVIE_SNIPPETS", "movie_snippets", "realtext_likelihood_lift", "realtext_job", "realtext_claim"]
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +91,32 @@ def realtext_likelihood_lift(*, seeds=(0, 1, 2), device: str = "cpu", n_prompts:
         row["base_greedy_logp"] = float(score_sequences(model, g.input_ids, g.attention_mask, g.response_mask).mean())
         row["base_greedy_length"] = float(g.lengths.double().mean())
         rows.append(row)
-    from .reproduce import _margin_claim
+    return {"rows": rows, "model": str(folder), "n": n, "n_prompts": n_prompts, "eval_samples": eval_samples,
+            "lm": {"n_layer": spec.n_layer, "n_embd": spec.n_embd, "vocab_size": spec.vocab_size}}
 
-    what = (f"Tiny movie-snippet LM ({spec.n_layer} layers, d={spec.n_embd}, BPE {spec.vocab_size}), SFT-Sharpening "
-            f"N={n} on {n_prompts} 3-word prompts, {eval_samples} samples on {n_prompts} other prompts. Mean response "
-            f"length (tokens, EOS incl.): sharpened {np.mean([r['sharpened_length'] for r in rows]):.1f}, base "
+
+def realtext_job(settings: dict, seed: int | None, deps: dict) -> dict:
+    """Runner job (full preset): :func:`realtext_likelihood_lift` over ``settings["seeds"]``; a missing
+    data mirror is recorded as ``{"skipped": reason}`` (and logged as a warning)."""
+    try:
+        return realtext_likelihood_lift(seeds=tuple(settings["seeds"]), device=settings.get("device", "cpu"))
+    except FileNotFoundError as e:
+        log.warning("real-text check skipped: %s", e)
+        return {"skipped": str(e)}
+
+
+def realtext_claim(rec: dict) -> Claim:
+    """The ``realtext/likelihood_lift`` claim from :func:`realtext_likelihood_lift`'s record (pure)."""
+    rows, lm, n, n_prompts = rec["rows"], rec["lm"], rec["n"], rec["n_prompts"]
+    what = (f"Tiny movie-snippet LM ({lm['n_layer']} layers, d={lm['n_embd']}, BPE {lm['vocab_size']}), SFT-Sharpening "
+            f"N={n} on {n_prompts} 3-word prompts, {rec['eval_samples']} samples on {n_prompts} other prompts. Mean "
+            f"response length (tokens, EOS incl.): sharpened {np.mean([r['sharpened_length'] for r in rows]):.1f}, base "
             f"{np.mean([r['base_length'] for r in rows]):.1f}, base greedy "
-            f"{np.mean([r['base_greedy_length'] for r in rows]):.1f} (log pi {np.mean([r['base_greedy_logp'] for r in rows]):.2f}); "
-            "shorter responses have higher likelihood, so part of any lift can be length")
-    claim = _margin_claim("realtext/likelihood_lift", "mean log pi_base of T=1 samples: SFT-sharpened vs base (nats)",
-                          [r["sharpened_logp"] for r in rows], [r["base_logp"] for r in rows], 0.5,
-                          "Table 1 col. 2 (likelihood lift)", what, unit=" nats")
-    return {"rows": rows, "model": str(folder), "claim": claim}
+            f"{np.mean([r['base_greedy_length'] for r in rows]):.1f} (log pi "
+            f"{np.mean([r['base_greedy_logp'] for r in rows]):.2f}); the sharpened responses are "
+            f"{np.mean([r['base_length'] - r['sharpened_length'] for r in rows]):+.1f} tokens shorter than the base's "
+            "samples, and shorter responses have higher likelihood, so part of the lift can be length")
+    return margin_claim("realtext/likelihood_lift", "mean log pi_base of T=1 samples: SFT-sharpened vs base (nats)",
+                        [r["sharpened_logp"] for r in rows], [r["base_logp"] for r in rows], 0.5,
+                        "Table 1 col. 2 (likelihood lift)", what, unit=" nats", kind="mechanism",
+                        paper_ref="Table 1 col. 2, direction only (Sec. 4.3 real-text check)")

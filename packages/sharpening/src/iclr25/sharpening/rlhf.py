@@ -38,7 +38,7 @@ from .training import (
 )
 
 __all__ = ["sharpening_regression_loss", "xpo_loss", "RLHFConfig", "RLHFResult", "rlhf_sharpen",
-           "sample_pairs", "estimate_j_beta"]
+           "sample_pairs", "estimate_j_beta", "mass_split", "rlhf_experiment"]
 
 log = logging.getLogger(__name__)
 
@@ -389,3 +389,44 @@ def _xpo(base, tokenizer, prompts, cfg: RLHFConfig, val_prompts, j_beta, out, re
     return RLHFResult(final.eval(), D, hist, {"identical_pair_share": same, "samples_drawn": 2 * len(D),
                                               "best_iteration": best_it, "best_j_beta": best_j, "algo": "xpo",
                                               "beta": cfg.beta, "alpha": cfg.alpha})
+
+
+def mass_split(lp: np.ndarray, task, pairs: np.ndarray) -> dict:
+    """Mean mass on the correct answer, on the distractors, on the other two-digit answers (which the data
+    distribution never produces) and outside the 100 answers."""
+    p = np.exp(lp)
+    rows = np.arange(len(pairs))
+    corr = p[rows, task.correct_index(pairs)]
+    dis = p[rows[:, None], task.distractor_indices(pairs)].sum(1)
+    return {"correct_mass": float(corr.mean()), "distractor_mass": float(dis.mean()),
+            "unsupported_mass": float((p.sum(1) - corr - dis).mean()), "outside_mass": float((1 - p.sum(1)).mean())}
+
+
+def rlhf_experiment(base, task, train: np.ndarray, test: np.ndarray, base_lp, *, betas: Sequence[float],
+                    pairs_per_prompt: int, epochs: int, lr: float, batch_size: int, seed: int) -> dict:
+    """The trap reproduction's Eq. (8): ``pairs_per_prompt`` base pairs per training prompt, one fit per
+    beta, the exact mass on ``y*`` against the tilted optimum of the learned base, and the mass split."""
+    from .exact import enumerate_responses, tilted_optimum
+    from .training import TrainConfig
+
+    prompts = list(task.prompts(train)) * pairs_per_prompt
+    pairs = sample_pairs(base.model, base.model, base.tokenizer, prompts, from_policy=False, max_new_tokens=4,
+                         batch_size=1024)
+    lpn = base_lp.numpy()
+    ystar = lpn.argmax(-1)
+    rows = np.arange(len(test))
+    out = {"identical_pair_share": float(np.mean([p["identical"] for p in pairs])), "n_pairs": len(pairs),
+           "pairs_per_prompt": pairs_per_prompt, "beta": {}}
+    for beta in betas:
+        cfg = RLHFConfig(beta=beta, max_new_tokens=4, sample_batch_size=1024,
+                         train=TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, lora_r=0, max_grad_norm=1.0,
+                                           seed=seed))
+        res = rlhf_sharpen(base.model, base.tokenizer, prompts, cfg, pairs=pairs)
+        lp = enumerate_responses(res.model, base.tokenizer, task.prompts(test), task.candidates).numpy()
+        tilted = tilted_optimum(lpn, beta)[rows, ystar]
+        out["beta"][beta] = {"mode_mass": float(np.exp(lp[rows, ystar]).mean()), "tilted": float(tilted.mean()),
+                             "data_tilted": task.tilted_optimum_correct(beta),
+                             "sharpened_fraction": float(np.mean(np.exp(lp[rows, ystar]) > 0.5)),
+                             **mass_split(lp, task, test), "final_loss": res.history[-1]["loss"]}
+    out["base_split"] = mass_split(lpn, task, test)
+    return out

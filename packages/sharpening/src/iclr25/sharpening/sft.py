@@ -25,7 +25,7 @@ from .rewards import LogLikelihood, SelfReward, score_sequences
 from .sampling import check_prompts, sample_responses
 from .training import PolicyTrainer, TrainConfig, apply_lora, check_positive, read_saved_jsonl
 
-__all__ = ["SFTConfig", "SFTResult", "build_sft_corpus", "sft_sharpen", "sft_loss", "collate_examples"]
+__all__ = ["SFTConfig", "SFTResult", "build_sft_corpus", "sft_sharpen", "sft_loss", "collate_examples", "sft_experiment"]
 
 log = logging.getLogger(__name__)
 
@@ -259,3 +259,20 @@ def mean_logprob_under(reference, samples) -> float:
     if not math.isfinite(float(lp.mean())):
         raise FloatingPointError("non-finite log-likelihood")
     return float(lp.mean())
+
+
+def sft_experiment(base, task, train: np.ndarray, test: np.ndarray, base_lp, *, n: int, epochs: int, lr: float,
+                   batch_size: int, seed: int, eval_samples: int = 4) -> dict:
+    """The trap reproduction's SFT-Sharpening: N-draw BoN winners on ``train``, full fine-tune, evaluated on
+    ``test`` (sampling / greedy accuracy, exact mode mass, likelihood under the base)."""
+    from .evaluation import evaluate_on_trap
+    from .training import TrainConfig
+
+    cfg = SFTConfig(n=n, max_new_tokens=4, sample_batch_size=1024,
+                    train=TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, lora_r=0, max_grad_norm=1.0,
+                                      seed=seed))
+    res = sft_sharpen(base.model, base.tokenizer, task.prompts(train), cfg)
+    ev = evaluate_on_trap(res.model, base.model, base.tokenizer, task, test, base_lp, n_samples=eval_samples)
+    corpus_correct = float(np.mean([e["response"] == f"{a + b:02d}" for e, (a, b) in zip(res.corpus, train)]))
+    return ev.summary() | {"corpus_correct": corpus_correct, "final_loss": res.history[-1]["loss"],
+                           "samples": res.stats["samples_total"]}
