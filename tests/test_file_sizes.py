@@ -13,7 +13,6 @@ MAX_LINES = 600
 PENDING = {
     "packages/prereq-tune/src/iclr25/prereq_tune/reproduce.py",
     "packages/prereq-tune/src/iclr25/prereq_tune/training.py",
-    "packages/ridge-bias/src/iclr25/ridge_bias/reproduce.py",
     "packages/ta-dpfl/src/iclr25/ta_dpfl/schedule.py",
 }
 

@@ -30,9 +30,7 @@ SRC = sorted((ROOT / "packages").glob("*/src/iclr25"))
 #: cycles known today (issue #48 §4), one frozenset of modules each; this list only shrinks
 KNOWN: set[frozenset[str]] = {
     frozenset({"iclr25.frs.hf", "iclr25.frs.models"}),
-    frozenset({"iclr25.pref_sensitivity.closed_form", "iclr25.pref_sensitivity.autograd"}),
     frozenset({"iclr25.q_adapter.model", "iclr25.q_adapter.trainer"}),
-    frozenset({"iclr25.ridge_bias.theory", "iclr25.ridge_bias.random_projections"}),
 }
 
 

@@ -337,7 +337,8 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         note=f"{pc['items']} items over {len(pc['seeds'])} seeds, {pc['items_refused']} refused; the judge model "
              "answers in the June-2024 direction, so a missing flip gives 0."))
     n_mock = len(pc["seeds"])
-    plot = "pipeline/level2.png" if (out / "pipeline" / "level2.png").is_file() else ""
+    pngs = sorted(out.glob("pipeline/seed*/report/level2.png"))  # the first seed's level-2 figure
+    plot = pngs[0].relative_to(out).as_posix() if pngs else ""
     return [_with_meta(c, n_mock, plot) for c in claims]
 
 
