@@ -28,10 +28,7 @@ from iclr25_repo_packages import ROOT
 SRC = sorted((ROOT / "packages").glob("*/src/iclr25"))
 
 #: cycles known today (issue #48 §4), one frozenset of modules each; this list only shrinks
-KNOWN: set[frozenset[str]] = {
-    frozenset({"iclr25.pref_sensitivity.closed_form", "iclr25.pref_sensitivity.autograd"}),
-    frozenset({"iclr25.ridge_bias.theory", "iclr25.ridge_bias.random_projections"}),
-}
+KNOWN: set[frozenset[str]] = set()
 
 
 def module_files() -> dict[str, Path]:

@@ -19,7 +19,7 @@ from iclr25_repo_packages import ROOT
 FORBIDDEN = re.compile(r"ProcessPoolExecutor|\bmultiprocessing\b|\bmp\.get_context\b|\bforkserver\b"
                        r"|\bsignal\.signal\b|\bfrom\s+signal\s+import\b")
 #: packages whose src still runs a private pool or handles signals (migrating to iclr25.core.runner)
-PENDING = {}
+PENDING: set[str] = set()
 SLUGS = sorted(p.parent.name for p in (ROOT / "packages").glob("*/src") if p.parent.name != "core")
 
 

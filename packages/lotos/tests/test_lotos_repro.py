@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import iclr25.lotos.reproduce as R
@@ -40,6 +41,16 @@ def test_reproduce_smoke_digits(tmp_path, monkeypatch):
     assert (tmp_path / "arms.md").is_file()
     cg = next(c for c in claims if c.name == "mechanism/cross_gain")
     assert cg.ours == pytest.approx(meta["aggregate"]["lotos"]["mean_cross_gain"])
+    by = {c.name: c for c in claims}
+    for c in claims:  # the claim record: kind, where in the paper, seeds, the seed spread of the paired gap
+        assert c.paper_ref and c.n_seeds == 2 and c.kind in ("headline", "mechanism", "sanity")
+    bb = by["blackbox_robust_acc/lotos_gt_clip"]
+    assert bb.paper_value == 32.2 and bb.paper_ref.startswith("Table 2")
+    gaps = [a - b for a, b in zip(meta["per_seed_values"]["lotos"]["blackbox_robust_acc"],
+                                  meta["per_seed_values"]["clip"]["blackbox_robust_acc"])]
+    assert bb.spread == pytest.approx(float(np.std(gaps, ddof=1)))
+    if (tmp_path / "arms.png").is_file():  # with the [plot] extra: the figure beside the headline claims
+        assert bb.plot == "arms.png"
 
 
 @pytest.mark.slow

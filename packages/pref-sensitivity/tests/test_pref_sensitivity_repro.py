@@ -13,10 +13,7 @@ from iclr25.core.results import Claim
 from iclr25.pref_sensitivity import reproduce as repro_mod
 
 NAMES = [
-    "closed_form_matches_autograd",
-    "bt_mle/matches_closed_form",
     "bt_mle/variance_peaks_near_dominant",
-    "mechanism/bt_mle/score_gaps_equal_logits",
     "mechanism/bt_mle/sd_follows_sensitivity",
     "dpo_tabular/implied_prob_matches_bt",
     "mechanism/dpo_tabular/trained_edges_fit_empirical",
@@ -37,8 +34,7 @@ def test_reproduce_tiny_settings(tmp_path, monkeypatch):
     by = {c.name: c for c in claims}
     # the exact parts hold even at tiny scale; the LM claims are only measured (5 steps), and the
     # delta-method sd needs many seeds at a large N
-    for n in ("closed_form_matches_autograd", "bt_mle/matches_closed_form", "bt_mle/variance_peaks_near_dominant",
-              "mechanism/bt_mle/score_gaps_equal_logits", "dpo_tabular/implied_prob_matches_bt",
+    for n in ("bt_mle/variance_peaks_near_dominant", "dpo_tabular/implied_prob_matches_bt",
               "mechanism/dpo_tabular/trained_edges_fit_empirical"):
         assert by[n].holds, (n, by[n].ours)
     for n in ("mechanism/bt_mle/sd_follows_sensitivity", "dpo_tiny_lm/sharp_rise_near_dominant",
@@ -47,8 +43,15 @@ def test_reproduce_tiny_settings(tmp_path, monkeypatch):
     for f in ("bt_mle.csv", "dpo_tabular.csv", "dpo_tiny_lm.jsonl", "details.json", "sensitivity_heatmap.png",
               "bt_mle.png", "dpo_tiny_lm.png"):
         assert (tmp_path / f).is_file(), f
+    for c in claims:  # the claim record: kind, where in the paper, seeds behind it, the figure (written)
+        assert c.paper_ref.endswith("direction only") and c.n_seeds >= 1 and "spec" not in c.paper
+        assert not c.plot or (tmp_path / c.plot).is_file()
+    assert by["bt_mle/variance_peaks_near_dominant"].n_seeds == 8 and by["dpo_tabular/implied_prob_matches_bt"].kind == "sanity"
     details = json.loads((tmp_path / "details.json").read_text())
     np.testing.assert_allclose(details["region_area"]["1"]["quad"], math.log(2) / 2, atol=1e-9)
+    # the identities are tests now; their measured differences stay in details.json
+    assert details["closed_form_vs_autograd"]["max_abs_diff"] < 1e-8
+    assert details["bt_mle_identities"]["max_abs_diff_p13_mle_vs_closed_form"] < 1e-6
 
 
 def test_entry_point_registered():

@@ -35,7 +35,10 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
                 mech_seeds=3, rp_seeds=3)
     monkeypatch.setattr(rmod, "_settings", lambda quick: tiny)
     plotted = []
-    monkeypatch.setattr(rmod, "plot_curves", lambda path, panels, **kw: plotted.append(Path(path).name))  # speed
+    import iclr25.ridge_bias.parameterization as pmod
+
+    for mod in (rmod, pmod):  # speed
+        monkeypatch.setattr(mod, "plot_curves", lambda path, panels, **kw: plotted.append(Path(path).name))
     report = run_reproduction("ridge-bias", rmod.reproduce, quick=True, out_dir=tmp_path, version="test")
     assert [c.name for c in report.claims] == CLAIMS
     back = read_report(tmp_path)
@@ -43,6 +46,10 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
     for f in ("results.json", "results.md", "details.json", "performance.json"):
         assert (tmp_path / f).is_file()
     assert sorted(plotted) == ["digits.png", "gradient_flow.png", "s1_s2_add.png", "s3_rp.png", "theory_vs_mc_d40.png"]
+    for c in report.claims:  # the claim record: kind, where in the paper, draws behind it, the figure that shows it
+        assert c.paper_ref.endswith("direction only") and c.n_seeds >= 1 and c.plot in plotted
+        assert c.kind == ("mechanism" if c.name.startswith("mechanism/") else "headline")
+        assert "spec" not in c.paper
     # the theory-only claims do not depend on the tiny settings
     held = {c.name: c.holds for c in report.claims}
     assert held["s1/amplification_only_with_strong_lambda"] and held["s2/amplification_min_at_intermediate_lambda"]

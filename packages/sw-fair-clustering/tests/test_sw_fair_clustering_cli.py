@@ -154,6 +154,6 @@ def test_compare_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1].startswith("compare: mean cost ratio vs offline")
     res = json.loads((tmp_path / "c" / "compare.json").read_text())
-    assert set(res["summary"]) == {"offline", "sw", "uniform", "insertion"}
+    assert set(res["summary"]) == {"offline", "sw", "uniform", "stratified", "insertion"}
     assert res["solver_status"]["sw/fit"]["optimal"] == 2
     assert (tmp_path / "c" / "compare.md").read_text().count("| sw |") == 2

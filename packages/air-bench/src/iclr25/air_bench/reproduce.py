@@ -258,7 +258,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         paper="rates recomputed from the published per-row GPT-4o scores (e.g. Llama-3-8b 0.80625, "
               "gpt-4-turbo 0.775)",
         note=f"{len(sc['files'])} result files (557 rows) of stanford-crfm/air-bench-2024, both score "
-             "conventions; exact Fraction arithmetic as the reference, plus the spec's reference rates and "
+             "conventions; exact Fraction arithmetic as the reference, plus the published reference rates and "
              "the Llama level-2 breakdown."))
     cc = convention_check(rows)
     (out / "convention.json").write_text(json.dumps(cc, indent=1) + "\n", encoding="utf-8")
@@ -283,7 +283,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         claims.append(Claim(
             "offline_judge/tracks_gpt4o_refusal_rate", "max abs(LR - GPT-4o) refusal rate per file",
             oj["max_abs_diff_lr"], threshold=0.1, higher_is_better=False,
-            paper="spec (this project): LR within about 0.05-0.1 of GPT-4o per model file",
+            paper="this package's offline judge: LR within about 0.05-0.1 of GPT-4o per model file",
             note=f"APPROXIMATION of the GPT-4o judge: all-MiniLM-L6-v2 + logistic regression (C=4), 5-fold "
                  f"stratified CV over {oj['n_responses']} responses ({len(oj['files'])} files); 3-class "
                  f"accuracy {oj['accuracy_3class']:.3f}. Per file gold/LR/keyword: {per}. Non-refusal "
@@ -294,7 +294,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         claims.append(Claim(
             "keyword_judge/biased_low", "mean (keyword - GPT-4o) refusal rate over files",
             oj["mean_bias_keyword"], threshold=-0.02, higher_is_better=False,
-            paper="spec: string matching biased low by 0.05-0.3 per model",
+            paper="string matching is biased low (the reason the benchmark uses an LLM judge)",
             note=f"embedding judge's mean bias {oj['mean_bias_lr']:+.3f} for contrast; binary accuracy keyword "
                  f"{oj['binary_accuracy_keyword']:.3f} vs LR {oj['binary_accuracy_lr']:.3f}."))
         claims.insert(len(claims) - 1, Claim(
@@ -302,7 +302,7 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
             "Cohen's kappa, embedding-LR judge vs GPT-4o, 3 classes (0 / 0.5 / 1), per response (5-fold CV)",
             oj["kappa_3class_lr"], threshold=0.4,
             paper="a judge that reads the response content tracks the rate because it agrees per response "
-                  "(spec: kappa 0.56 measured when the spec was written)",
+                  "(kappa 0.56 measured when this check was designed)",
             note=f"{oj['n_responses']} responses; 3-class accuracy {oj['accuracy_3class']:.3f}; threshold 0.4 = "
                  "'moderate' agreement (Landis-Koch), fixed before measuring."))
         claims.append(Claim(
@@ -336,4 +336,31 @@ def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
         paper="each item is scored with its own category's rubric, parsed and flipped to the refusal convention",
         note=f"{pc['items']} items over {len(pc['seeds'])} seeds, {pc['items_refused']} refused; the judge model "
              "answers in the June-2024 direction, so a missing flip gives 0."))
-    return claims
+    n_mock = len(pc["seeds"])
+    pngs = sorted(out.glob("pipeline/seed*/report/level2.png"))  # the first seed's level-2 figure
+    plot = pngs[0].relative_to(out).as_posix() if pngs else ""
+    return [_with_meta(c, n_mock, plot) for c in claims]
+
+
+# The claim record: kind and where the paper says it. The offline-judge claims validate this package's
+# approximation of the GPT-4o judge (not a paper claim); the pipeline claims recover a known truth.
+_META = {
+    "scoring/exact_match_to_published": ("sanity", "published per-row GPT-4o scores (HF dataset), exact"),
+    "mechanism/scoring/convention_agrees_with_judge_reasoning": ("mechanism", "judge templates (HELM #2788), direction only"),
+    "offline_judge/tracks_gpt4o_refusal_rate": ("sanity", "not a paper claim: this package's offline judge"),
+    "mechanism/offline_judge/per_response_agreement": ("mechanism", "not a paper claim: this package's offline judge"),
+    "keyword_judge/biased_low": ("headline", "Sec. 3 (LLM judge rather than string matching), direction only"),
+    "mechanism/keyword_judge/misses_exceed_false_alarms": ("mechanism", "Sec. 3 (judge), direction only"),
+    "pipeline/mock_model_recovered": ("sanity", "Sec. 3 (refusal rate per category), direction only"),
+    "mechanism/pipeline/judge_agrees_per_item": ("mechanism", "Sec. 3 (per-category judge rubric), direction only"),
+}
+
+
+def _with_meta(c: Claim, n_mock_seeds: int, plot: str) -> Claim:
+    """Fill kind / paper_ref / n_seeds (the mock model's seeds for the pipeline claims, else one
+    deterministic run) / plot (the level-2 figure of the pipeline run)."""
+    from dataclasses import replace
+
+    kind, ref = _META[c.name]
+    pipe = c.name.removeprefix("mechanism/").startswith("pipeline/")
+    return replace(c, kind=kind, paper_ref=ref, n_seeds=n_mock_seeds if pipe else 1, plot=plot if pipe else "")

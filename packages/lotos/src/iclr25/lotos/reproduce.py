@@ -131,7 +131,10 @@ def claims_from_records(records: dict, quick: bool, out_dir: Path, seeds: Sequen
             "per_seed_values": vals, "per_seed": per_seed}
     (out_dir / "metrics.json").write_text(json.dumps(meta, indent=2))
     (out_dir / "arms.md").write_text(_arms_table(agg, vals, seeds))
-    return _claims(agg, vals, p, seeds, data)
+    from .plots import plot_arms
+
+    plotted = plot_arms(out_dir / "arms.png", vals) is not None
+    return _claims(agg, vals, p, seeds, data, plot="arms.png" if plotted else "")
 
 
 def _run_seed(p: dict, runs_dir: Path, s: int, data: str) -> dict:
@@ -197,7 +200,13 @@ def _gap_note(ours: list[float], base: list[float], higher: bool, name_o: str, n
             f"{wins}/{len(diff)} seeds in the claimed direction; {verdict}")
 
 
-def _claims(agg: dict, vals: dict, p: dict, seeds: Sequence[int], data: str) -> list[Claim]:
+def _gap_sd(ours: list[float], base: list[float]) -> float | None:
+    """Seed sd of the paired gap ``ours - base`` (None with one seed)."""
+    d = [a - b for a, b in zip(ours, base) if a is not None and b is not None and math.isfinite(a - b)]
+    return float(np.std(d, ddof=1)) if len(d) > 1 else None
+
+
+def _claims(agg: dict, vals: dict, p: dict, seeds: Sequence[int], data: str, plot: str = "") -> list[Claim]:
     o, c, lo = agg["orig"], agg["clip"], agg["lotos"]
     vo, vc, vl = vals["orig"], vals["clip"], vals["lotos"]
     scale = (f"{data}, {p['num_models']} x SmallConvNet(w={p['width']}), {p['epochs']} epochs on "
@@ -205,37 +214,47 @@ def _claims(agg: dict, vals: dict, p: dict, seeds: Sequence[int], data: str) -> 
              f"seeds {list(seeds)}")
     sig_before = max(vc["true_sigma_over_clip_before"] + vl["true_sigma_over_clip_before"])
     sig_after = max(vc["true_sigma_over_clip_after"] + vl["true_sigma_over_clip_after"])
+    n = len(seeds)
     return [
         Claim("transferability/clip_gt_orig", "mean within-ensemble transfer rate (%)", c["mean_transfer"],
               baseline=o["mean_transfer"], higher_is_better=True,
-              paper="Fig. 1: lowering C raises transferability (and individual robustness)",
+              paper="lowering C raises transferability (and individual robustness)", kind="mechanism",
+              paper_ref="Fig. 1, direction only", spread=_gap_sd(vc["mean_transfer"], vo["mean_transfer"]),
+              n_seeds=n, plot=plot,
               note=f"{_gap_note(vc['mean_transfer'], vo['mean_transfer'], True, 'clip', 'orig')}. {scale}. "
                    f"Individual robust acc clip {c['mean_robust_acc']:.1f} vs orig {o['mean_robust_acc']:.1f}."),
         Claim("transferability/lotos_lt_clip", "mean within-ensemble transfer rate (%)", lo["mean_transfer"],
               baseline=c["mean_transfer"], higher_is_better=False,
-              paper="LOTOS lowers transferability vs C=1 (≈5-10 p.p.)",
+              paper="LOTOS lowers transferability vs C=1", kind="headline", paper_ref="Sec. 5 (transferability), direction only",
+              spread=_gap_sd(vl["mean_transfer"], vc["mean_transfer"]), n_seeds=n, plot=plot,
               note=f"{_gap_note(vl['mean_transfer'], vc['mean_transfer'], False, 'lotos', 'clip')}. Each rate rests "
                    f"on the test points both members classify correctly (tens per pair; s.e. ≈ 5 p.p.). {scale}"),
         Claim("blackbox_robust_acc/lotos_gt_clip", "black-box robust acc of the ensemble (%)",
               lo["blackbox_robust_acc"], baseline=c["blackbox_robust_acc"], higher_is_better=True,
-              paper="32.2 vs 26.4 (3xResNet-18, CIFAR-10, PGD-50)",
+              paper="32.2 vs 26.4 (3xResNet-18, CIFAR-10, PGD-50)", kind="headline", paper_value=32.2,
+              paper_ref="Table 2 (PGD-50 transfer)", spread=_gap_sd(vl["blackbox_robust_acc"], vc["blackbox_robust_acc"]),
+              n_seeds=n, plot=plot,
               note=f"{_gap_note(vl['blackbox_robust_acc'], vc['blackbox_robust_acc'], True, 'lotos', 'clip')}. {scale}"),
         Claim("blackbox_robust_acc/clip_gt_orig", "black-box robust acc of the ensemble (%)",
               c["blackbox_robust_acc"], baseline=o["blackbox_robust_acc"], higher_is_better=True,
-              paper="26.4 vs 16.4",
+              paper="26.4 vs 16.4", kind="headline", paper_value=26.4, paper_ref="Table 2 (PGD-50 transfer)",
+              spread=_gap_sd(vc["blackbox_robust_acc"], vo["blackbox_robust_acc"]), n_seeds=n, plot=plot,
               note=f"{_gap_note(vc['blackbox_robust_acc'], vo['blackbox_robust_acc'], True, 'clip', 'orig')}. {scale}"),
         Claim("clean_acc/lotos_cost", "clean-acc drop clip - lotos (p.p.)",
               c["clean_acc_ensemble"] - lo["clean_acc_ensemble"], threshold=2.0, higher_is_better=False,
-              paper="small clean-accuracy cost",
+              paper="small clean-accuracy cost", kind="headline", paper_ref="Sec. 5, direction only",
+              spread=_gap_sd(vc["clean_acc_ensemble"], vl["clean_acc_ensemble"]), n_seeds=n,
               note=f"ensemble clean acc clip {_pm(vc['clean_acc_ensemble'])}, lotos {_pm(vl['clean_acc_ensemble'])}; "
                    f"drop per seed {[round(a - b, 2) for a, b in zip(vc['clean_acc_ensemble'], vl['clean_acc_ensemble'])]}"),
         Claim("mechanism/cross_gain", "mean cross gain ||A_a v_b|| over conv layers and pairs",
               lo["mean_cross_gain"], baseline=c["mean_cross_gain"], higher_is_better=False,
-              paper="LOTOS drives ||A_a v_b|| below mal=0.8",
+              paper="LOTOS drives ||A_a v_b|| below mal=0.8", kind="mechanism", paper_ref="Sec. 4 (loss), direction only",
+              spread=_gap_sd(vl["mean_cross_gain"], vc["mean_cross_gain"]), n_seeds=n,
               note=f"{_gap_note(vl['mean_cross_gain'], vc['mean_cross_gain'], False, 'lotos', 'clip')}. {scale}"),
         Claim("mechanism/clipping_holds", "max over clipped layers, members, arms and seeds of true σ₁ / C",
               sig_after, threshold=1.05, higher_is_better=False,
               paper="every layer's top singular value is clipped to C (the premise of Thm 4.1 and both clipped arms)",
+              kind="sanity", paper_ref="Thm 4.1 premise, direction only", n_seeds=n,
               note=f"true σ₁ by exact SVD of each layer's operator after the final clip pass; before it, training "
                    f"with FastClip events left up to {sig_before:.3f}·C (rank-one events cannot hold a flat "
                    f"spectrum; see README). {scale}"),

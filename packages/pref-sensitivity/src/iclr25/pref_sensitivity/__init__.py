@@ -44,7 +44,7 @@ _LAZY = {
     "sensitivity_matrix": "autograd",
     "bt_sensitivity_autograd": "autograd",
     "pl_tuple_sensitivity_autograd": "autograd",
-    "check_closed_form": "autograd",
+    "check_closed_form": "crosscheck",
     "dpo_chain_experiment": "dpo",
     "dpo_tabular": "dpo",
     "train_dpo_lm": "dpo",

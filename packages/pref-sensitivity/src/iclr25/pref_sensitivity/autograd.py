@@ -1,4 +1,4 @@
-"""Generic numerical sensitivities with torch autograd, and checkers of the closed forms.
+"""Generic numerical sensitivities with torch autograd.
 
 Needs the ``[dpo]`` extra (torch). Jacobians are taken with plain ``torch.autograd.grad`` (one
 backward pass per output), which avoids ``torch.func``'s slow first call (it imports dynamo). Spec, "Generic numerical sensitivity": with scores ``s``
@@ -20,7 +20,6 @@ __all__ = [
     "sensitivity_matrix",
     "bt_sensitivity_autograd",
     "pl_tuple_sensitivity_autograd",
-    "check_closed_form",
 ]
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
@@ -171,27 +170,3 @@ def pl_tuple_sensitivity_autograd(q_a, q_b, k: int = 3, context_ratio: float = 1
     jk = _jacobian(known, free)  # (B, k, k)
     m = (jt @ torch.linalg.inv(jk))[:, 0, :].numpy()
     return m[:, 0].reshape(shape), m[:, 1].reshape(shape)
-
-
-def check_closed_form(grid=(0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99), *, pl_k: tuple[int, ...] = (3, 4)) -> float:
-    """Largest absolute difference between closed-form and autograd partials on ``grid x grid``.
-
-    Covers the BT triple (both partials, Result 2) and the K-tuple PL partials for each ``k`` in
-    ``pl_k`` (generic :func:`sensitivity_matrix`).
-
-    Returns:
-        max abs difference (float).
-    """
-    from .closed_form import bt_sensitivity
-    from .plackett_luce import pl_tuple_sensitivity
-
-    g = np.asarray(grid, dtype=np.float64)
-    A, B = np.meshgrid(g, g, indexing="ij")
-    ca, cb = bt_sensitivity(A, B)
-    aa, ab = bt_sensitivity_autograd(A, B)
-    err = max(np.abs(ca - aa).max(), np.abs(cb - ab).max())
-    x, y = pl_tuple_sensitivity(A, B)
-    for k in pl_k:
-        u, v = pl_tuple_sensitivity_autograd(A, B, k=k, context_ratio=2.0)
-        err = max(err, np.abs(x - u).max(), np.abs(y - v).max())
-    return float(err)

@@ -7,6 +7,7 @@ Monte-Carlo twin for validation.
 
 from ._version import __version__
 from .digits import ColoredDigits, digits_experiment, digits_mixture, load_colored_digits
+from .disparity import disparity_metrics
 from .random_projections import projected_mixture, projection_matrix, rp_risk_theory
 from .scenarios import SCENARIOS, scenario
 from .simulate import (
@@ -23,7 +24,6 @@ from .theory import (
     GroupSpec,
     MixtureSpec,
     TheoryResult,
-    disparity_metrics,
     gradient_flow_risk_theory,
     ridge_risk_theory,
     separate_risk_theory,

@@ -93,7 +93,7 @@ def _table(header: list[str], rows: list[list[float]]) -> str:
 
 
 def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray, m: int | None = None) -> dict:
-    from .theory import disparity_metrics
+    from .disparity import disparity_metrics
 
     m = cfg.m if m is None else m
     if cfg.model == "rp" and m is None:

@@ -30,7 +30,7 @@ from .lp import dist_z
 from .meyerson import MeyersonSketch
 from .weighted_set import WeightedSet
 
-__all__ = ["ring_coreset", "OnlineCoreset", "online_coreset", "uniform_sample", "ring_bounds", "R_MAX"]
+__all__ = ["ring_coreset", "OnlineCoreset", "online_coreset", "uniform_sample", "stratified_uniform_sample", "ring_bounds", "R_MAX"]
 
 R_MAX = 40
 """Largest ring index kept separate (farther points share the last ring); numerical guard only."""
@@ -169,6 +169,43 @@ def uniform_sample(S: WeightedSet, m: int, seed=0) -> WeightedSet:
     idx = np.sort(rng.choice(len(S), m, replace=False))
     sub = S.subset(idx)
     return sub.with_weights(np.full(m, S.total_weight() / m))
+
+
+def stratified_uniform_sample(S: WeightedSet, m: int, seed=0) -> WeightedSet:
+    """Baseline *stratified uniform*: about ``m`` points of ``S`` drawn uniformly without replacement
+    *within each colour*, ``m_j`` points of colour ``j`` (proportional to colour ``j``'s weight, largest
+    remainders, at least one per present colour), each of weight ``w(S ∩ P_j) / m_j``. Its colour weights
+    equal ``S``'s exactly, so a fairness constraint that ``S`` satisfies stays satisfiable: the fair
+    comparison for a summary that keeps colour totals.
+
+    Raises:
+        ValueError: ``m < 1``, ``m > |S|``, or ``m`` smaller than the number of colours present.
+    """
+    m = check_positive_int(m, "m (sample size)")
+    if m > len(S):
+        raise ValueError(f"stratified uniform sample of {m} points from a set of {len(S)}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    present = [j for j in range(S.n_colors) if np.any(S.colors == j)]
+    if m < len(present):
+        raise ValueError(f"stratified uniform sample of {m} points cannot hold the {len(present)} colours present")
+    n_j = np.array([np.sum(S.colors == j) for j in present], dtype=np.int64)
+    share = m * n_j / n_j.sum()
+    m_j = np.maximum(1, np.floor(share).astype(np.int64))
+    while m_j.sum() > m:  # the floor of 1 overshot: take back from the largest
+        m_j[np.argmax(m_j - share)] -= 1
+    order = np.argsort(-(share - np.floor(share)), kind="stable")
+    for i in order[: m - int(m_j.sum())]:
+        m_j[i] += 1
+    m_j = np.minimum(m_j, n_j)
+    idx, w = [], []
+    for j, mj in zip(present, m_j):
+        pool = np.flatnonzero(S.colors == j)
+        pick = rng.choice(pool, int(mj), replace=False)
+        idx.append(pick)
+        w.append(np.full(int(mj), S.weights[pool].sum() / mj))
+    order_all = np.argsort(np.concatenate(idx), kind="stable")
+    ids = np.concatenate(idx)[order_all]
+    return S.subset(ids).with_weights(np.concatenate(w)[order_all])
 
 
 def ring_coreset(S: WeightedSet, k: int, z: int = 1, eps: float = 0.1, *, size: int | None = None,
