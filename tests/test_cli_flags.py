@@ -87,10 +87,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-    "iclr25-wm-transfer": {
-        "reproduce: --jobs (use --workers)",
-        "reproduce: no --workers (a runner flag)",
-    },
 }
 
 COLLECT = textwrap.dedent('''
