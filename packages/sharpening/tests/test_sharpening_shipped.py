@@ -51,3 +51,17 @@ def test_shipped_base_refuses_damaged_weights_and_other_tasks(tmp_path, monkeypa
     (d / "trapbase_train.json").unlink()
     with pytest.raises(FileNotFoundError, match="trapbase_train.json is missing"):
         shipped.shipped_trap_base()
+
+
+def test_shipped_base_default_validation_is_the_prompts_it_stopped_on(caplog):
+    """The README example calls ``shipped_trap_base(task)`` without ``exclude``: it used to measure the KL on
+    other prompts (0.0500 > 0.05), label the shipped base ``converged: False`` and warn on every ``demo``/``bon``."""
+    import logging
+
+    from iclr25.sharpening.shipped import shipped_base_record, shipped_trap_base
+
+    with caplog.at_level(logging.WARNING):
+        b = shipped_trap_base()
+    assert b.info["converged"] is True
+    assert b.info["val_kl"] == pytest.approx(shipped_base_record()["val_kl"], abs=1e-4)
+    assert not [r for r in caplog.records if "validation KL" in r.getMessage()]

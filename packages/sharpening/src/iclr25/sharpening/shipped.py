@@ -52,7 +52,9 @@ def shipped_trap_base(task: TrapArithmeticTask | None = None, *, exclude: np.nda
     Args:
         task: must be the default :class:`TrapArithmeticTask` (the base was trained on it); ``None`` for it.
         exclude: operand pairs the validation prompts avoid (the test prompts), as in
-            :func:`~iclr25.sharpening.base.cached_trap_base`.
+            :func:`~iclr25.sharpening.base.cached_trap_base`; ``None``: the quick test split
+            ``task.split(300, 200, seed=0)[1]``, i.e. the validation prompts the base stopped on (its record's
+            ``validation_prompts``), so the re-measured KL is comparable with the stopping rule.
         n_val: validation prompts for the measured KL.
 
     Returns:
@@ -73,6 +75,8 @@ def shipped_trap_base(task: TrapArithmeticTask | None = None, *, exclude: np.nda
         raise ValueError(f"shipped_trap_base: the shipped base models the default trap task (p_c 0.4, 10 "
                          f"distractors), not {task}; pre-train one with cached_trap_base(task, cfg)")
     rec = shipped_base_record()
+    if exclude is None:
+        exclude = task.split(300, 200, seed=0)[1]
     w = SHIPPED_BASE_DIR / "model.safetensors"
     if not w.is_file():
         raise FileNotFoundError(f"{w} is missing: reinstall iclr25-sharpening")
