@@ -149,6 +149,21 @@ def test_report_command_exact_and_sampled(tiny_model_dir, prompts_file, tmp_path
     assert "report (sampled" in capsys.readouterr().out
 
 
+def test_report_refuses_an_answer_outside_its_candidates_and_repeated_candidates(tiny_model_dir, tmp_path, capsys):
+    """Both used to pass silently: an answer missing from its candidates dropped y* for every prompt (the report
+    fell back to the mode), a repeated candidate counted its mass twice."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "12+13=", "answer": "25", "candidates": ["25", "26"]}) + "\n"
+                   + json.dumps({"prompt": "20+22=", "answer": "99", "candidates": ["42", "43"]}) + "\n")
+    assert main(["report", *_common(tiny_model_dir, bad, tmp_path / "r1")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2: answer '99' is none of its candidates" in err and "Traceback" not in err
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(json.dumps({"prompt": "12+13=", "candidates": ["25", "26", "25"]}) + "\n")
+    assert main(["report", *_common(tiny_model_dir, dup, tmp_path / "r2")]) == 2
+    assert "dup.jsonl:1: 'candidates' repeats ['25']" in capsys.readouterr().err
+
+
 def test_presets_have_a_valid_section_per_command():
     import yaml
 

@@ -51,3 +51,39 @@ def test_shipped_base_refuses_damaged_weights_and_other_tasks(tmp_path, monkeypa
     (d / "trapbase_train.json").unlink()
     with pytest.raises(FileNotFoundError, match="trapbase_train.json is missing"):
         shipped.shipped_trap_base()
+
+
+def test_shipped_base_default_validation_is_the_prompts_it_stopped_on(caplog):
+    """The README example calls ``shipped_trap_base(task)`` without ``exclude``: it used to measure the KL on
+    other prompts (0.0500 > 0.05), label the shipped base ``converged: False`` and warn on every ``demo``/``bon``."""
+    import logging
+
+    from iclr25.sharpening.shipped import shipped_base_record, shipped_trap_base
+
+    with caplog.at_level(logging.WARNING):
+        b = shipped_trap_base()
+    assert b.info["converged"] is True
+    assert b.info["val_kl"] == pytest.approx(shipped_base_record()["val_kl"], abs=1e-4)
+    assert not [r for r in caplog.records if "validation KL" in r.getMessage()]
+
+
+def test_reproduce_with_damaged_shipped_base_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    """A damaged install used to surface as the runner's JobFailed with two tracebacks (exit 1); a damaged
+    training record as a bare JSON error that named no file."""
+    from iclr25.sharpening import shipped
+    from iclr25.sharpening.cli import main
+
+    d = tmp_path / "base"
+    shutil.copytree(shipped.SHIPPED_BASE_DIR, d)
+    monkeypatch.setattr(shipped, "SHIPPED_BASE_DIR", d)
+    w = d / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:1000])
+    out = tmp_path / "out"
+    assert main(["reproduce", "--quick", "--workers", "1", "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert "model.safetensors: SHA-256" in err and "reinstall" in err
+    assert not (out / "records").exists()
+    (d / "trapbase_train.json").write_text("{")
+    with pytest.raises(ValueError, match=r"trapbase_train.json is damaged .*reinstall"):
+        shipped.shipped_base_record()

@@ -254,6 +254,23 @@ def changed_settings(saved: Mapping[str, Any], current: Mapping[str, Any], *, ig
                      if k not in skip and saved.get(k) != v)
 
 
+def _setting_changes(old: Any, new: Any, name: str = "") -> list[tuple[str, str, str]]:
+    """``(dotted name, old, new)`` of every leaf that differs; nested objects (a runner job's settings) are
+    walked, so a change is named where it is, and a whole object present on one side only is written ``{...}``."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[tuple[str, str, str]] = []
+        for k in sorted(set(old) | set(new), key=str):
+            sub = f"{name}.{k}" if name else str(k)
+            if k not in old or k not in new:
+                a, b = old.get(k), new.get(k)
+                out.append((sub, "{...}" if isinstance(a, Mapping) else repr(a),
+                            "{...}" if isinstance(b, Mapping) else repr(b)))
+            elif old[k] != new[k]:
+                out.extend(_setting_changes(old[k], new[k], sub))
+        return out
+    return [] if old == new else [(name, repr(old), repr(new))]
+
+
 def guard_resume_settings(out: str | Path, settings: Mapping[str, Any], *, resume: bool, ignore: Sequence[str] = (),
                           write: bool = True, filename: str = "run_settings.json",
                           missing: str = "the settings of the run being resumed cannot be checked") -> None:
@@ -296,9 +313,9 @@ def guard_resume_settings(out: str | Path, settings: Mapping[str, Any], *, resum
         raise ValueError(f"--resume: {f} is damaged ({e}); run without --resume (it starts over in the same "
                          "--out) or start a new --out") from None
     saved = {k: v for k, v in saved.items() if k not in skip}
-    diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    diff = _setting_changes(saved, now)
     if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        changes = ", ".join(f"{k}: {old} -> {new}" for k, old, new in diff)
         raise ValueError(f"--resume: {out} was started with other settings ({changes}); resume with the same flags "
                          "and --config, or start a new --out")
 

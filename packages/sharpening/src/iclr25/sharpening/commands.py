@@ -47,6 +47,10 @@ def read_prompt_file(path: str | Path) -> tuple[list[str], list[str] | None, lis
         if "candidates" in r and (not isinstance(r["candidates"], list) or not r["candidates"]
                                   or not all(isinstance(c, str) for c in r["candidates"])):
             raise ValueError(f"{p}:{i}: 'candidates' must be a non-empty list of strings")
+        if "candidates" in r and len(set(r["candidates"])) != len(r["candidates"]):
+            dup = sorted({c for c in r["candidates"] if r["candidates"].count(c) > 1})
+            raise ValueError(f"{p}:{i}: 'candidates' repeats {dup} (its mass would be counted twice); list each "
+                             "response once")
     has = [("answer" in r and r["answer"] is not None) for r in recs]
     if any(has) and not all(has):
         first = has.index(False) + 1
@@ -431,8 +435,13 @@ def run_report(cfg) -> int:
             for a, c in zip(s.answers, cands):
                 hits = [k for k, t in enumerate(c) if _norm(s.extract(t)) == a]
                 idx.append(hits[0] if hits else -1)
-            if all(i >= 0 for i in idx):
-                correct = idx
+            missing = [k for k, i in enumerate(idx) if i < 0]
+            if missing:
+                k = missing[0]
+                raise ValueError(f"{cfg.prompts}:{k + 1}: answer {s.answers[k]!r} is none of its candidates (as read "
+                                 f"by the answer extractor; {len(missing)} line(s) like this): the exact report needs "
+                                 "y* among the candidates; add it, or drop 'answer' for a report on the mode")
+            correct = idx
         rep = sharpness_report(lp_pol, lp_base, delta=cfg.delta, correct=correct)
         res["exact"] = rep.to_dict()
         summary = (f"report (exact, {len(s.prompts)} prompts): mean pi(y*|x) {rep.mean_mode_mass:.3f}, "

@@ -57,7 +57,7 @@ class ModelDataOptions(ModelLoadOptions):
 
     model: str | None = None
     """pi_base: a local save_pretrained folder or a Hugging Face id (paper: microsoft/Phi-3.5-mini-instruct,
-    mistralai/Mistral-7B-Instruct-v0.3, ...). Default: the cached trap-arithmetic base (pre-trained on first use)."""
+    mistralai/Mistral-7B-Instruct-v0.3, ...). Default: the trap-arithmetic base shipped in the wheel (no pre-training)."""
     prompts: Path | None = None
     """JSONL file: 'prompt' (required, non-empty) and 'answer' (optional, for accuracy) per line.
     Default: the trap task's test prompts (with their answers)."""

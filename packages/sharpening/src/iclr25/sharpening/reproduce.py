@@ -88,6 +88,10 @@ def reproduce(quick: bool, out_dir: str | Path, *, seeds: tuple[int, ...] | None
     if seeds is not None:
         st = replace(st, seeds=tuple(int(s) for s in seeds))
     dev = choose_device(device)
+    if st.base_source == "shipped":
+        from .shipped import check_shipped_base
+
+        check_shipped_base()             # a damaged install: one line here, not a worker's traceback
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     res = run_jobs(jobs(st, dev), out, workers=workers, resume=resume, threads=1, desc="sharpening reproduce",

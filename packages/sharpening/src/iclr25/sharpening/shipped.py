@@ -21,7 +21,7 @@ import numpy as np
 from .base import TrapBase, trap_data_kl, use_fused_gelu, validation_pairs
 from .task import TrapArithmeticTask
 
-__all__ = ["SHIPPED_BASE_DIR", "SHIPPED_BASE_SHA256", "shipped_trap_base", "shipped_base_record"]
+__all__ = ["SHIPPED_BASE_DIR", "SHIPPED_BASE_SHA256", "check_shipped_base", "shipped_trap_base", "shipped_base_record"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,35 @@ def shipped_base_record() -> dict:
     if not p.is_file():
         raise FileNotFoundError(f"{p} is missing: the shipped trap base is not installed; reinstall "
                                 "iclr25-sharpening")
-    return json.loads(p.read_text())
+    try:
+        rec = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(rec, dict):
+            raise TypeError(f"expected a JSON object, got {type(rec).__name__}")
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p} is damaged ({e}); reinstall iclr25-sharpening") from None
+    return rec
+
+
+def check_shipped_base() -> tuple[dict, Path, str]:
+    """Check the shipped base's files without loading it (milliseconds): its training record parses, and
+    ``model.safetensors`` is there with the shipped SHA-256. ``reproduce`` calls this before it starts any job,
+    so a damaged install is one line in the parent, not a worker's traceback.
+
+    Returns:
+        ``(training record, weights path, sha256)``.
+
+    Raises:
+        FileNotFoundError: a file is missing. ValueError: a damaged record or other weights.
+    """
+    rec = shipped_base_record()
+    w = SHIPPED_BASE_DIR / "model.safetensors"
+    if not w.is_file():
+        raise FileNotFoundError(f"{w} is missing: reinstall iclr25-sharpening")
+    got = _sha256(w)
+    if got != SHIPPED_BASE_SHA256:
+        raise ValueError(f"{w}: SHA-256 {got[:16]}... differs from the shipped {SHIPPED_BASE_SHA256[:16]}... "
+                         "(damaged or replaced); reinstall iclr25-sharpening")
+    return rec, w, got
 
 
 def _sha256(path: Path) -> str:
@@ -52,7 +80,9 @@ def shipped_trap_base(task: TrapArithmeticTask | None = None, *, exclude: np.nda
     Args:
         task: must be the default :class:`TrapArithmeticTask` (the base was trained on it); ``None`` for it.
         exclude: operand pairs the validation prompts avoid (the test prompts), as in
-            :func:`~iclr25.sharpening.base.cached_trap_base`.
+            :func:`~iclr25.sharpening.base.cached_trap_base`; ``None``: the quick test split
+            ``task.split(300, 200, seed=0)[1]``, i.e. the validation prompts the base stopped on (its record's
+            ``validation_prompts``), so the re-measured KL is comparable with the stopping rule.
         n_val: validation prompts for the measured KL.
 
     Returns:
@@ -72,14 +102,9 @@ def shipped_trap_base(task: TrapArithmeticTask | None = None, *, exclude: np.nda
     if task != TrapArithmeticTask():
         raise ValueError(f"shipped_trap_base: the shipped base models the default trap task (p_c 0.4, 10 "
                          f"distractors), not {task}; pre-train one with cached_trap_base(task, cfg)")
-    rec = shipped_base_record()
-    w = SHIPPED_BASE_DIR / "model.safetensors"
-    if not w.is_file():
-        raise FileNotFoundError(f"{w} is missing: reinstall iclr25-sharpening")
-    got = _sha256(w)
-    if got != SHIPPED_BASE_SHA256:
-        raise ValueError(f"{w}: SHA-256 {got[:16]}... differs from the shipped {SHIPPED_BASE_SHA256[:16]}... "
-                         "(damaged or replaced); reinstall iclr25-sharpening")
+    rec, _, got = check_shipped_base()
+    if exclude is None:
+        exclude = task.split(300, 200, seed=0)[1]
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_BASE_DIR, use_safetensors=True).eval()
     use_fused_gelu(model)
     tok = byte_tokenizer(padding_side="left")
