@@ -137,6 +137,10 @@ def test_corrupt_checkpoint_is_a_clean_error(tmp_path, capsys):
     assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(bad), "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert "not a readable checkpoint" in err and "Traceback" not in err
+    bad.write_bytes(bytes([0xDF, 0xA4, 0x20, 0x8C]) + bytes(range(256)) * 4)  # random bytes, not a zip/pickle
+    assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(bad), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "not a readable checkpoint" in err and "refused to load" not in err and "Traceback" not in err
     st = tmp_path / "enc.safetensors"
     st.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
     assert main(["embed", "--inputs", str(_aag(tmp_path)), "--checkpoint", str(st), "--out", str(tmp_path / "e")]) == 2

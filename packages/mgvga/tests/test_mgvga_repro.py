@@ -110,6 +110,16 @@ def test_runner_resume_reuses_every_job(tiny_run, tmp_path):
         reproduce(True, ref_dir, settings=ReproSettings(**{**TINY, "steps": 5}), quiet=True, resume=True)
 
 
+@pytest.mark.realdata
+def test_resume_with_a_relative_out_is_the_same_run(tiny_run, monkeypatch):
+    """`--out A --resume` from A's parent folder resumes a run started as `--out /abs/A` (the job settings hold
+    absolute checkpoint paths; a relative --out used to count as changed settings and was refused)."""
+    ref_dir, ref = tiny_run
+    monkeypatch.chdir(ref_dir.parent)
+    got = reproduce(True, ref_dir.name, settings=ReproSettings(**TINY), quiet=True, resume=True)
+    assert _facts(got) == _facts(ref)
+
+
 def test_reproduce_needs_two_seeds():
     with pytest.raises(ValueError, match="at least 2 pre-training seeds"):
         ReproSettings(pretrain_seeds=(0,))

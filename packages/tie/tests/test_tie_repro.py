@@ -97,3 +97,29 @@ def test_tie_star_share_known_values():
     run = {"zero_shot": {"worst_group": 0.3}, "tie": {"worst_group": 0.9}, "tie_star": {"worst_group": 0.75}}
     assert tie_star_share(run) == pytest.approx(0.75)          # (0.75 - 0.3) / (0.9 - 0.3)
     assert np.isnan(tie_star_share({**run, "tie": {"worst_group": 0.3}}))
+
+
+def test_reproduce_jobs_hold_absolute_paths_so_a_relative_out_resumes(tmp_path, monkeypatch):
+    """The runner compares job settings on --resume; with a relative --out / --data the encoders' ck_dir and
+    data_path were relative, so `--out results/tie --resume` after a run with the absolute path (or from another
+    folder) was refused as changed settings. They are resolved now."""
+    import iclr25.core.runner as runner
+    import iclr25.tie.reproduce as rep
+
+    seen = {}
+
+    class _Stop(Exception):
+        pass
+
+    def fake_run_jobs(jobs, out, **kw):
+        seen["jobs"], seen["out"] = jobs, out
+        raise _Stop
+
+    monkeypatch.setattr(runner, "run_jobs", fake_run_jobs)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    with pytest.raises(_Stop):
+        rep.reproduce(True, "res", data="data", device="cpu", quiet=True)
+    enc = [j for j in seen["jobs"] if j.name.startswith("offline_")]
+    assert enc and all(j.settings["ck_dir"].startswith(str(tmp_path / "res")) for j in enc)
+    assert all(j.settings["data_path"] == str(tmp_path / "data") for j in enc)

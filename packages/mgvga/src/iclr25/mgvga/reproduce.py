@@ -88,7 +88,7 @@ def reproduce(quick: bool = True, out_dir: Path | str = "results/mgvga", *, seed
 
     MiniLMEncoder.check_available()  # the [text] extra: fail here, in one line, not in a worker
     dev = str(choose_device(device))
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # absolute: the job settings (checkpoint paths) match whatever cwd resumes
     out.mkdir(parents=True, exist_ok=True)
     if not resume:  # a fresh run never continues a stale checkpoint
         for f in out.glob("ckpt_*"):

@@ -50,7 +50,14 @@ def safe_torch_load(path: str | Path) -> Any:
     try:
         return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        with open(p, "rb") as f:
+            head = f.read(1)
+        if not zipfile.is_zipfile(p) and head != b"\x80":  # neither torch's zip format nor a pickle: random bytes
+            raise ValueError(f"{p} is not a readable checkpoint (corrupt, truncated or not a torch file): "
+                             "neither a torch zip file nor a pickle") from None
+        msg = str(e)
+        detail = msg.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in msg else msg
+        first = detail.strip().splitlines()[0] if detail.strip() else type(e).__name__
         raise ValueError(f"{p}: refused to load — it holds objects other than tensors and plain containers "
                          f"(torch.load weights_only=True: {first[:200]}). iclr25-mgvga never writes such files; "
                          "do not load untrusted pickles") from None

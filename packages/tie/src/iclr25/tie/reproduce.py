@@ -472,12 +472,13 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
     if workers < 1 or worker_threads < 1:
         raise ValueError(f"workers and worker_threads must be >= 1, got {workers}, {worker_threads}")
     dev = "cpu" if device == "auto" else choose_device(device)
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # absolute: the jobs' ck_dir / data_path match on --resume from any cwd
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
         from .offline_pair import cifar10_subset_path
 
         data = cifar10_subset_path()                      # fails early, naming the missing mirror
+    data = Path(data).resolve()
     res = run_jobs(jobs(p, out, data, dev), out, workers=workers, resume=resume, threads=worker_threads,
                    desc="tie reproduce", quiet=quiet)
     return claims_from_records(res.records, p, out, quick, dev, data, workers, worker_threads, res.summary())
