@@ -132,6 +132,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         bar.set_postfix_str(slug)
         entry = methods[slug]
         t0, c0 = time.perf_counter(), cpu_seconds()
+        done = _finished_report(out_root / slug, entry.version, args) if args.resume else None
+        if done is not None:  # --resume: a method that already wrote its results with these settings
+            bar.write(f"[{slug}] already finished with these settings ({out_root / slug}/results.json): "
+                      "kept, not re-run (--resume)", file=sys.stderr)
+            runs.append(_run_entry(slug, "ok", done, t0, c0))
+            rows += [(slug, c) for c in done.claims]
+            continue
         try:
             fn = entry.load()
             report = run_reproduction(
@@ -176,6 +183,22 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     print(f"\n{cpu_line}")
     print(f"{summary}; results in {out_root}/<slug>/results.json, summary in {out_root}/summary.md")
     return 1 if crashed else 2 if missing else 0
+
+
+def _finished_report(folder: Path, version: str | None, args: argparse.Namespace) -> Report | None:
+    """The ``results.json`` in ``folder`` when it was written with the settings of this run (quick or
+    full, package version, seeds, device), else ``None`` (missing, unreadable or other settings: re-run)."""
+    from .results import read_report
+
+    try:
+        rep = read_report(folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    device = args.device if args.device not in (None, "auto") else "default"
+    seeds = list(args.seeds) if args.seeds is not None else None
+    same = (rep.quick == bool(args.quick) and rep.version == version and rep.device == device
+            and (list(rep.seeds) if rep.seeds is not None else None) == seeds)
+    return rep if same else None
 
 
 def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: float) -> dict[str, object]:
