@@ -356,7 +356,7 @@ def test_reproduce_report_writes_the_page(tmp_path, monkeypatch, capsys):
         return [Claim("g/holds", "m", ours=1.0, threshold=0.5), Claim("g/fails", "m", ours=0.0, threshold=0.5)]
 
     def bad(quick, out_dir):
-        raise RuntimeError("boom")
+        raise RuntimeError("boom: data file x.csv not found; looked in:\n  - /cache/x.csv\n<set ICLR25_DATA>")
 
     mods = {}
     for name, fn in (("fakerep_good", good), ("fakerep_bad", bad)):
@@ -372,6 +372,9 @@ def test_reproduce_report_writes_the_page(tmp_path, monkeypatch, capsys):
     assert [r["attrs"]["data-claim"] for r in dom.rows] == ["g/holds", "g/fails"]
     assert len(dom.find("img", alt="curve.png")) == 1
     assert any("crashed before writing results.json" in e["text"] for e in dom.find("tr"))
+    # the page says why it crashed (one line, escaped), not only that it did
+    assert any("RuntimeError: boom: data file x.csv not found; looked in: - /cache/x.csv <set ICLR25_DATA>"
+               in e["text"] for e in dom.find("tr"))
 
 
 # --- a real browser -------------------------------------------------------------------------
@@ -588,3 +591,11 @@ def test_a_plot_named_by_a_claim_sits_under_that_claim(tmp_path):
     assert ".only-failing tr.plotrow.holds" in page
     with pytest.raises(ValueError, match="relative"):
         Claim("h/x", "acc", ours=1.0, threshold=0.5, plot="../x.png")
+
+
+def test_crash_reason_is_shown_on_a_section_from_an_earlier_run(tmp_path):
+    write_report(Report(method="a", version="1", quick=True, seconds=1.0, claims=[Claim("a/x", "m", ours=1.0,
+                                                                                        threshold=0.5)]), tmp_path / "a")
+    html = rp.render_html(rp.load_results(tmp_path), crashed={"a": "ValueError: bad <input>"})
+    assert "ValueError: bad &lt;input&gt;" in html and "crashed in the last run" in html
+    assert "crashed in the last run" in rp.render_html(rp.load_results(tmp_path), crashed=["a"])

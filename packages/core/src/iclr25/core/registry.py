@@ -124,6 +124,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
               "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
+    reasons: dict[str, str] = {}  # crashed slug -> its exception in one line, for the report page
     missing: list[str] = []  # methods whose extra is not installed
     runs: list[dict[str, object]] = []  # one entry per method, for summary.{json,md}
     t_all, c_all = time.perf_counter(), cpu_seconds()
@@ -154,6 +155,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             continue
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
+            err = sys.exc_info()[1]
+            reasons[slug] = " ".join(f"{type(err).__name__}: {err}".split())[:500]
             print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
             runs.append(_run_entry(slug, "crashed", None, t0, c0))
             continue
@@ -177,7 +180,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         from .report import write_html_report
 
         try:
-            summary += f"; page {write_html_report(out_root, crashed=crashed)}"
+            summary += f"; page {write_html_report(out_root, crashed=reasons)}"
         except FileNotFoundError as e:
             print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{cpu_line}")
