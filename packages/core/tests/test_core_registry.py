@@ -144,6 +144,9 @@ def test_umbrella_resume_keeps_a_finished_method_with_the_same_settings(monkeypa
         assert registry.main(["reproduce", "--quick", "--resume", *out]) == 0 and calls == [True]
         io = capsys.readouterr()
         assert "1/1 claims hold" in io.out and "g/holds" in io.out and "already finished" in io.err
+        # its CPU seconds are the earlier run's, not part of this run's total: the CPU line says so
+        assert "per method: once " in io.out and "(earlier run)" in io.out
+        assert "| once | ok (earlier run) |" in (tmp_path / "summary.md").read_text()
         assert (tmp_path / "once" / "results.json").read_text() == first
         assert registry.main(["reproduce", "--resume", *out]) == 0 and calls == [True, False]  # full: re-run
         assert registry.main(["reproduce", "--quick", *out]) == 0 and calls == [True, False, True]  # no --resume

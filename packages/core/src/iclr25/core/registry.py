@@ -137,7 +137,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if done is not None:  # --resume: a method that already wrote its results with these settings
             bar.write(f"[{slug}] already finished with these settings ({out_root / slug}/results.json): "
                       "kept, not re-run (--resume)", file=sys.stderr)
-            runs.append(_run_entry(slug, "ok", done, t0, c0))
+            runs.append({**_run_entry(slug, "ok", done, t0, c0), "kept": True})
             rows += [(slug, c) for c in done.claims]
             continue
         try:
@@ -221,7 +221,8 @@ def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: flo
 
 def cpu_summary(runs: Sequence[dict[str, object]], total_cpu: float) -> str:
     """``CPU: 123.4 s in total (this process and its children); per method: a 12.3 s, b 111.1 s``."""
-    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" for r in runs)
+    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" + (" (earlier run)" if r.get("kept") else "")
+                    for r in runs)
     return f"CPU: {total_cpu:.1f} s in total (this process and its children); per method: {per or 'none'}"
 
 
@@ -252,7 +253,8 @@ def write_summary(out_root: Path, runs: Sequence[dict[str, object]], total: dict
         claims = f"{r['holding']}/{r['claims']}" if r["claims"] is not None else ""
         wall = f"{r['wall_seconds']:.1f}" if isinstance(r["wall_seconds"], (int, float)) else ""
         cpu = f"{r['cpu_seconds']:.1f}" if isinstance(r["cpu_seconds"], (int, float)) else ""
-        lines.append(f"| {r['method']} | {r['status']} | {claims} | {wall} | {cpu} |")
+        status = f"{r['status']} (earlier run)" if r.get("kept") else r["status"]
+        lines.append(f"| {r['method']} | {status} | {claims} | {wall} | {cpu} |")
     lines.append(f"| **total** | | {held}/{n_claims} | {total['wall_seconds']:.1f} | {total['cpu_seconds']:.1f} |")
     atomic_write_text(out_root / "summary.md", "\n".join(lines) + "\n")
     return out_root / "summary.json"
