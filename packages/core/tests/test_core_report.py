@@ -599,3 +599,23 @@ def test_crash_reason_is_shown_on_a_section_from_an_earlier_run(tmp_path):
     html = rp.render_html(rp.load_results(tmp_path), crashed={"a": "ValueError: bad <input>"})
     assert "ValueError: bad &lt;input&gt;" in html and "crashed in the last run" in html
     assert "crashed in the last run" in rp.render_html(rp.load_results(tmp_path), crashed=["a"])
+
+
+def test_reproduce_report_writes_a_page_when_every_method_crashed(tmp_path, monkeypatch, capsys):
+    """`iclr25 reproduce --quick --report` without the data mirror: every method crashes, and the page
+    still says which and why, instead of "no page written; run iclr25 reproduce first"."""
+    from importlib.metadata import EntryPoint
+
+    def bad(quick, out_dir):
+        raise FileNotFoundError("data file bad/x.csv not found")
+
+    mod = type(sys)("fakecrash_bad")
+    mod.reproduce = bad
+    monkeypatch.setitem(sys.modules, "fakecrash_bad", mod)
+    eps = [EntryPoint(name="bad", value="fakecrash_bad:reproduce", group=registry.GROUP)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == registry.GROUP else [])
+    assert registry.main(["reproduce", "--quick", "--quiet", "--report", "--out", str(tmp_path)]) == 1
+    io = capsys.readouterr()
+    assert "no report page written" not in io.err and f"page {tmp_path / 'report.html'}" in io.out
+    html = (tmp_path / "report.html").read_text()
+    assert "crashed before writing results.json" in html and "data file bad/x.csv not found" in html

@@ -182,7 +182,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         try:
             summary += f"; page {write_html_report(out_root, crashed=reasons)}"
         except FileNotFoundError as e:
-            print(f"error: no report page written: {e}", file=sys.stderr)
+            if reasons:  # nothing finished, but the page still says which method crashed and why
+                summary += f"; page {write_html_report(out_root, results=[], crashed=reasons)}"
+            else:
+                print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{cpu_line}")
     print(f"{summary}; results in {out_root}/<slug>/results.json, summary in {out_root}/summary.md")
     return 1 if crashed else 2 if missing else 0
