@@ -35,7 +35,8 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
                 mech_seeds=3, rp_seeds=3)
     monkeypatch.setattr(rmod, "_settings", lambda quick: tiny)
     plotted = []
-    monkeypatch.setattr(rmod, "plot_curves", lambda path, panels, **kw: plotted.append(Path(path).name))  # speed
+    monkeypatch.setattr(rmod, "plot_curves", lambda path, panels, **kw: (plotted.append(Path(path).name),
+                                                                         Path(path).write_bytes(b"")))  # speed
     report = run_reproduction("ridge-bias", rmod.reproduce, quick=True, out_dir=tmp_path, version="test")
     assert [c.name for c in report.claims] == CLAIMS
     back = read_report(tmp_path)
@@ -43,6 +44,14 @@ def test_reproduce_smoke_tiny(monkeypatch, tmp_path):
     for f in ("results.json", "results.md", "details.json", "performance.json"):
         assert (tmp_path / f).is_file()
     assert sorted(plotted) == ["digits.png", "gradient_flow.png", "s1_s2_add.png", "s3_rp.png", "theory_vs_mc_d40.png"]
+    # each plotted claim names its PNG, so the report page shows the plot right under it
+    plots = {c.name: c.plot for c in back.claims}
+    assert plots["theory_matches_simulation"] == "theory_vs_mc_d40.png"
+    assert plots["s1/amplification_only_with_strong_lambda"] == plots["s2/amplification_min_at_intermediate_lambda"] \
+        == "s1_s2_add.png"
+    assert {plots[n] for n in CLAIMS if "s3/" in n} == {"s3_rp.png"}
+    assert {plots[n] for n in CLAIMS if "digits/" in n} == {"digits.png"}
+    assert plots["mechanism/s1/bias_share_matches_simulation"] == plots["mechanism/delta_matches_resolvent_trace"] == ""
     # the theory-only claims do not depend on the tiny settings
     held = {c.name: c.holds for c in report.claims}
     assert held["s1/amplification_only_with_strong_lambda"] and held["s2/amplification_min_at_intermediate_lambda"]

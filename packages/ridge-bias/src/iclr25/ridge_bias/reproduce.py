@@ -38,6 +38,7 @@ accuracy) and PNG plots into ``out_dir``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -618,4 +619,18 @@ def reproduce(quick: bool, out_dir: Path, *, threads: int | None = 1) -> list[Cl
         json.dumps(_jsonable([v["perf"] for v in vals]), indent=1) + "\n", encoding="utf-8"
     )
     log.info("ridge-bias reproduce timings: %s", {k: round(v, 2) for k, v in timings.items()})
-    return claims
+    return _with_plots(claims, out, f"theory_vs_mc_d{dims[0]}.png")
+
+
+def _with_plots(claims: list[Claim], out: Path, validation_png: str) -> list[Claim]:
+    """Each claim with the PNG that shows it (when written), so the report page puts the plot right
+    under the claim instead of in a list at the end of the package."""
+    def png(name: str) -> str:
+        if name == "theory_matches_simulation":
+            return validation_png
+        if name.startswith(("s1/", "s2/")):  # the ADD curves (not the bias shares of mechanism/s1, s2)
+            return "s1_s2_add.png"
+        group = name.removeprefix("mechanism/").split("/")[0]
+        return {"s3": "s3_rp.png", "digits": "digits.png"}.get(group, "")
+
+    return [dataclasses.replace(c, plot=p) if (p := png(c.name)) and (out / p).is_file() else c for c in claims]
