@@ -152,3 +152,23 @@ def test_umbrella_resume_keeps_a_finished_method_with_the_same_settings(monkeypa
         assert registry.main(["reproduce", "--quick", *out]) == 0 and calls == [True, False, True]  # no --resume
     finally:
         sys.modules.pop("fake_once", None)
+
+
+def test_umbrella_bad_threads_or_out_is_one_line_and_exit_2(fake_methods, tmp_path, capsys):
+    """--threads 0 was a ValueError traceback (exit 1); --out naming a file ran every method, then died
+    on a FileExistsError traceback when writing the summary."""
+    calls = []
+    monkeypatch_fn = registry.run_reproduction
+    try:
+        registry.run_reproduction = lambda *a, **k: calls.append(a) or monkeypatch_fn(*a, **k)
+        assert registry.main(["reproduce", "--quiet", "--threads", "0", "--out", str(tmp_path), "good"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "--threads" in err and len(err.strip().splitlines()) == 1
+        f = tmp_path / "afile"
+        f.write_text("x")
+        assert registry.main(["reproduce", "--quiet", "--out", str(f), "good"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "not a folder" in err and len(err.strip().splitlines()) == 1
+        assert calls == []  # refused before running anything
+    finally:
+        registry.run_reproduction = monkeypatch_fn

@@ -109,6 +109,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    if args.threads is not None and args.threads < 1:
+        print(f"error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        print(f"error: --out {args.out} is not a folder (a file of that name exists)", file=sys.stderr)
+        return 2
     if args.threads is not None:
         from .threads import set_threads
 
