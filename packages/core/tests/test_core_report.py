@@ -619,3 +619,33 @@ def test_reproduce_report_writes_a_page_when_every_method_crashed(tmp_path, monk
     assert "no report page written" not in io.err and f"page {tmp_path / 'report.html'}" in io.out
     html = (tmp_path / "report.html").read_text()
     assert "crashed before writing results.json" in html and "data file bad/x.csv not found" in html
+
+
+def test_long_unbroken_text_does_not_widen_the_page_in_chromium(tmp_path):
+    """A note, metric or paper cell holding a long token (a hash, a path, a URL) stretched the claim table
+    far past the window, so the verdict and note columns scrolled off the right edge."""
+    exe = _chromium()
+    token = "sha256:" + "0123456789abcdef" * 40
+    write_report(Report(method="w", version="1", quick=True, seconds=1.0, claims=[
+        Claim("w/long", "m/" + token[:200], ours=1.0, threshold=0.5, paper=token[:300], note=token),
+        Claim("mechanism/short", "m", ours=1.0, baseline=0.5, threshold=0.5, paper="0.9")]), tmp_path / "w")
+    page = rp.write_html_report(tmp_path, tmp_path / "report.html")
+    probe = tmp_path / "probe.html"
+    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text()).replace(
+        "</body>", '<script>window.addEventListener("load", function () { document.body.setAttribute('
+        '"data-width", Math.max.apply(null, [].map.call(document.querySelectorAll("table, .wide, body"), function (e) {'
+        ' return e.scrollWidth - e.clientWidth; })) + "/" + document.documentElement.scrollWidth + "/" + '
+        'window.innerWidth); var r = document.createRange(); document.body.setAttribute("data-split", '
+        '[].filter.call(document.querySelectorAll("td.kind"), function (td) {'
+        ' r.selectNodeContents(td.firstChild); return r.getClientRects().length > 1; }).length); });'
+        '</script></body>'))
+    with _Recorder() as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        dom = _Dom(_run_chromium(exe, tmp_path / "profile", proxy.server_address[1], "--window-size=1200,900",
+                                 "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()))
+        proxy.shutdown()
+    over, scroll, inner = map(int, dom.find("body")[0]["attrs"]["data-width"].split("/"))
+    assert scroll <= inner, f"page is {scroll} px wide in a {inner} px window"
+    assert over <= 1, f"a table scrolls sideways by {over} px"
+    # ... and the short cells are not squeezed into broken words ("me/cha/nis/m") instead
+    assert dom.find("body")[0]["attrs"]["data-split"] == "0"
