@@ -29,6 +29,10 @@ def test_reproduce_smoke(tmp_path, monkeypatch, adult_sex):
     assert (tmp_path / "queries.jsonl").read_text().count("\n") == 2 * 2 + 2 * 2
     with pytest.raises(ValueError, match="at least 2 seeds"):
         R.reproduce(True, tmp_path, seeds=(0,))
+    # the cost and drift claims name the plot that shows them (the report puts it under them)
+    pytest.importorskip("matplotlib")
+    assert {c.name for c in claims if c.plot == "ratios.png"} == {
+        "cost/sw_coreset_near_offline", "cost/sw_coreset_lt_uniform", "drift/sw_lt_insertion_only"}
 
 
 @pytest.mark.slow
