@@ -24,6 +24,8 @@ def test_reproduce_smoke(tmp_path, monkeypatch, adult_sex):
     for c in claims:  # margin claims state mean ± sd per arm and whether the gap exceeds the spread
         if c.baseline is not None:
             assert "±" in c.note and "larger sd" in c.note
+            # ... and carry the paired seed sd of the gap, shown as "gap ± spread" in the report
+            assert c.spread is not None and math.isfinite(c.spread) and c.spread >= 0, c.name
     det = json.loads((tmp_path / "details.json").read_text())  # strict JSON: no NaN
     assert det["solver_status"]["sw/fit"]
     assert (tmp_path / "queries.jsonl").read_text().count("\n") == 2 * 2 + 2 * 2

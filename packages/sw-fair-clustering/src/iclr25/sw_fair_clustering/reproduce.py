@@ -160,6 +160,13 @@ def _margin_note(ours: dict, base: dict, name_o: str, name_b: str, fmt: str = "{
             f"{'exceeds' if exceeds else 'does not exceed'} the larger sd")
 
 
+def _gap_sd(ours: dict, base: dict) -> float | None:
+    """Seed sd of the paired gap ``ours[s] - base[s]`` (the claim's ``spread``; ``None`` under 2 seeds)."""
+    gaps = [ours[s] - base[s] for s in ours if s in base]
+    gaps = [g for g in gaps if g is not None and math.isfinite(g)]
+    return mean_sd(gaps)[1] if len(gaps) > 1 else None
+
+
 def _merge_runs(all_runs: list[dict]) -> dict:
     """Pool several configs' runs: {size_label: {seed: rows}} keyed by (config, size)."""
     out: dict = {}
@@ -325,16 +332,17 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
     claims = [
         Claim("cost/sw_coreset_near_offline", "mean fcost(W, C_sw) / fcost(W, C_offline)", sm, threshold=1.1,
               higher_is_better=False, paper="close to the full window (figure: fair k-median cost curves)",
+              spread=ss if math.isfinite(ss) and len(sw_ratio) > 1 else None,
               note=f"SW {sm:.4f} ± {ss:.4f} (mean ± sd over seeds); stored points / W = {frac_stored:.3f} "
                    f"(summary {sizes_q:.0f} points per query); {scale}"),
         Claim("cost/sw_coreset_lt_uniform", "mean fcost(W, C) / fcost(W, C_offline), SW vs uniform of equal size",
               sm, baseline=mean_sd(un_ratio.values())[0], higher_is_better=False,
               paper="better cost/space trade-off than the baselines",
-              note=_margin_note(sw_ratio, un_ratio, "SW", "uniform")),
+              spread=_gap_sd(sw_ratio, un_ratio), note=_margin_note(sw_ratio, un_ratio, "SW", "uniform")),
         Claim("mechanism/coreset_error_lt_uniform", "mean |fcost(S,C) - fcost(W,C)| / fcost(W,C), 10 random C",
               mean_sd(sw_err.values())[0], baseline=mean_sd(un_err.values())[0], higher_is_better=False,
               paper="prototype (offline ring coreset): 1.1% vs uniform 4.5% at 347 points",
-              note=_margin_note(sw_err, un_err, "SW", "uniform")),
+              spread=_gap_sd(sw_err, un_err), note=_margin_note(sw_err, un_err, "SW", "uniform")),
         Claim("mechanism/color_weight_error_within_eps", "max over queries of max_j relative colour-weight error",
               cwe_max, threshold=EPS, higher_is_better=False, paper="(1 + eps)-relaxed fairness suffices [paper]",
               note=f"SW mean {np.mean(cwe):.4f}, max {cwe_max:.4f} (with the chunked colour counters; the coreset "
@@ -347,7 +355,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
                    f"{st['n_queries']} times x {len(st['seeds'])} seeds"),
         Claim("drift/sw_lt_insertion_only", "mean fcost ratio on the drift stream, SW vs insertion-only",
               mean_sd(d_sw.values())[0], baseline=mean_sd(d_ins.values())[0], higher_is_better=False,
-              paper="expiry matters (spec baseline (4))",
+              paper="expiry matters (spec baseline (4))", spread=_gap_sd(d_sw, d_ins),
               note=_margin_note(d_sw, d_ins, "SW", "insertion-only")
               + f"; uniform {mean_sd(d_un.values())[0]:.4f}; synthetic drift stream n = {dcfg['n']}, W = {Wd}, "
                 f"queries after the drift"),
@@ -355,6 +363,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: tuple[int, ...] | None = Non
               "share of exactly-fair summary LPs that are infeasible (smallest size)", sw_share,
               baseline=un_share, margin=0.01, higher_is_better=False,
               paper="prototype: uniform samples of ~160 points made the LP infeasible",
+              spread=_gap_sd(sw_inf_seed, un_inf_seed),
               note=_margin_note(sw_inf_seed, un_inf_seed, "SW", "uniform", "{:.3f}")
               + f"; SW {sw_k}/{sw_n} queries infeasible; uniform {un_inf_total}/{un_n_total} "
                 f"(the query samples plus {st['uniform_feasibility_draws']} extra draws per query); "
