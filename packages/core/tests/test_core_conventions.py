@@ -321,3 +321,25 @@ def test_guard_resume_settings(tmp_path, caplog):
     (out / "run_settings.json").write_text("[1, 2")
     with pytest.raises(ValueError, match="is damaged"):
         guard_resume_settings(out, s, resume=True)
+
+
+def test_bar_and_log_lines_never_share_a_line_off_a_terminal():
+    """In a log file, a bar line, a nested bar and a log line each get a line of their own: no carriage
+    return clearing, no cursor-up escape (the umbrella's log had `reproduce: 33%|... WARNING iclr25: ...`)."""
+    code = ("import logging\n"
+            "from iclr25.core.progress import progress, setup_logging\n"
+            "setup_logging(logging.INFO)\n"
+            "outer = progress(range(2), desc='outer', mininterval=0, miniters=1)\n"
+            "for i in outer:\n"
+            "    outer.set_postfix_str(str(i))\n"
+            "    logging.getLogger('iclr25').warning('log line %d', i)\n"
+            "    inner = progress(total=2, desc='inner', mininterval=0, miniters=1)\n"
+            "    inner.update(); logging.getLogger('iclr25').info('inside %d', i); inner.update(); inner.close()\n"
+            "outer.close()\n")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "ICLR25_QUIET": "0", "ICLR25_PROGRESS": "auto"}).stderr
+    assert "\r" not in err and "\x1b" not in err, repr(err[:800])
+    lines = err.splitlines()
+    for msg in ("WARNING iclr25: log line 0", "WARNING iclr25: log line 1", "INFO iclr25: inside 0"):
+        assert msg in lines, repr(err[:800])
+    assert all(ln.strip() for ln in lines) and any(ln.startswith("inner:") for ln in lines), repr(err[:800])

@@ -123,3 +123,52 @@ def test_third_party_loggers_quiet_and_log_lines_go_through_tqdm(capsys):
     logging.getLogger("iclr25.x").info("a line of ours")
     err = capsys.readouterr().err
     assert "HTTP Request" not in err and "INFO iclr25.x: a line of ours" in err
+
+
+def test_umbrella_resume_keeps_a_finished_method_with_the_same_settings(monkeypatch, tmp_path, capsys):
+    """`iclr25 reproduce --resume` after a kill must not re-run a method whose results.json was already
+    written with the same settings (ridge-bias ran again from scratch); other settings do re-run it."""
+    calls = []
+
+    def once(quick, out_dir):
+        calls.append(quick)
+        return [Claim("g/holds", "m", ours=1.0, threshold=0.5)]
+
+    eps = [_fake_module("fake_once", once)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if group == registry.GROUP])
+    try:
+        out = ["--quiet", "--out", str(tmp_path), "once"]
+        assert registry.main(["reproduce", "--quick", *out]) == 0 and calls == [True]
+        first = (tmp_path / "once" / "results.json").read_text()
+        capsys.readouterr()
+        assert registry.main(["reproduce", "--quick", "--resume", *out]) == 0 and calls == [True]
+        io = capsys.readouterr()
+        assert "1/1 claims hold" in io.out and "g/holds" in io.out and "already finished" in io.err
+        # its CPU seconds are the earlier run's, not part of this run's total: the CPU line says so
+        assert "per method: once " in io.out and "(earlier run)" in io.out
+        assert "| once | ok (earlier run) |" in (tmp_path / "summary.md").read_text()
+        assert (tmp_path / "once" / "results.json").read_text() == first
+        assert registry.main(["reproduce", "--resume", *out]) == 0 and calls == [True, False]  # full: re-run
+        assert registry.main(["reproduce", "--quick", *out]) == 0 and calls == [True, False, True]  # no --resume
+    finally:
+        sys.modules.pop("fake_once", None)
+
+
+def test_umbrella_bad_threads_or_out_is_one_line_and_exit_2(fake_methods, tmp_path, capsys):
+    """--threads 0 was a ValueError traceback (exit 1); --out naming a file ran every method, then died
+    on a FileExistsError traceback when writing the summary."""
+    calls = []
+    monkeypatch_fn = registry.run_reproduction
+    try:
+        registry.run_reproduction = lambda *a, **k: calls.append(a) or monkeypatch_fn(*a, **k)
+        assert registry.main(["reproduce", "--quiet", "--threads", "0", "--out", str(tmp_path), "good"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "--threads" in err and len(err.strip().splitlines()) == 1
+        f = tmp_path / "afile"
+        f.write_text("x")
+        assert registry.main(["reproduce", "--quiet", "--out", str(f), "good"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "not a folder" in err and len(err.strip().splitlines()) == 1
+        assert calls == []  # refused before running anything
+    finally:
+        registry.run_reproduction = monkeypatch_fn

@@ -356,7 +356,7 @@ def test_reproduce_report_writes_the_page(tmp_path, monkeypatch, capsys):
         return [Claim("g/holds", "m", ours=1.0, threshold=0.5), Claim("g/fails", "m", ours=0.0, threshold=0.5)]
 
     def bad(quick, out_dir):
-        raise RuntimeError("boom")
+        raise RuntimeError("boom: data file x.csv not found; looked in:\n  - /cache/x.csv\n<set ICLR25_DATA>")
 
     mods = {}
     for name, fn in (("fakerep_good", good), ("fakerep_bad", bad)):
@@ -372,6 +372,9 @@ def test_reproduce_report_writes_the_page(tmp_path, monkeypatch, capsys):
     assert [r["attrs"]["data-claim"] for r in dom.rows] == ["g/holds", "g/fails"]
     assert len(dom.find("img", alt="curve.png")) == 1
     assert any("crashed before writing results.json" in e["text"] for e in dom.find("tr"))
+    # the page says why it crashed (one line, escaped), not only that it did
+    assert any("RuntimeError: boom: data file x.csv not found; looked in: - /cache/x.csv <set ICLR25_DATA>"
+               in e["text"] for e in dom.find("tr"))
 
 
 # --- a real browser -------------------------------------------------------------------------
@@ -588,3 +591,61 @@ def test_a_plot_named_by_a_claim_sits_under_that_claim(tmp_path):
     assert ".only-failing tr.plotrow.holds" in page
     with pytest.raises(ValueError, match="relative"):
         Claim("h/x", "acc", ours=1.0, threshold=0.5, plot="../x.png")
+
+
+def test_crash_reason_is_shown_on_a_section_from_an_earlier_run(tmp_path):
+    write_report(Report(method="a", version="1", quick=True, seconds=1.0, claims=[Claim("a/x", "m", ours=1.0,
+                                                                                        threshold=0.5)]), tmp_path / "a")
+    html = rp.render_html(rp.load_results(tmp_path), crashed={"a": "ValueError: bad <input>"})
+    assert "ValueError: bad &lt;input&gt;" in html and "crashed in the last run" in html
+    assert "crashed in the last run" in rp.render_html(rp.load_results(tmp_path), crashed=["a"])
+
+
+def test_reproduce_report_writes_a_page_when_every_method_crashed(tmp_path, monkeypatch, capsys):
+    """`iclr25 reproduce --quick --report` without the data mirror: every method crashes, and the page
+    still says which and why, instead of "no page written; run iclr25 reproduce first"."""
+    from importlib.metadata import EntryPoint
+
+    def bad(quick, out_dir):
+        raise FileNotFoundError("data file bad/x.csv not found")
+
+    mod = type(sys)("fakecrash_bad")
+    mod.reproduce = bad
+    monkeypatch.setitem(sys.modules, "fakecrash_bad", mod)
+    eps = [EntryPoint(name="bad", value="fakecrash_bad:reproduce", group=registry.GROUP)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == registry.GROUP else [])
+    assert registry.main(["reproduce", "--quick", "--quiet", "--report", "--out", str(tmp_path)]) == 1
+    io = capsys.readouterr()
+    assert "no report page written" not in io.err and f"page {tmp_path / 'report.html'}" in io.out
+    html = (tmp_path / "report.html").read_text()
+    assert "crashed before writing results.json" in html and "data file bad/x.csv not found" in html
+
+
+def test_long_unbroken_text_does_not_widen_the_page_in_chromium(tmp_path):
+    """A note, metric or paper cell holding a long token (a hash, a path, a URL) stretched the claim table
+    far past the window, so the verdict and note columns scrolled off the right edge."""
+    exe = _chromium()
+    token = "sha256:" + "0123456789abcdef" * 40
+    write_report(Report(method="w", version="1", quick=True, seconds=1.0, claims=[
+        Claim("w/long", "m/" + token[:200], ours=1.0, threshold=0.5, paper=token[:300], note=token),
+        Claim("mechanism/short", "m", ours=1.0, baseline=0.5, threshold=0.5, paper="0.9")]), tmp_path / "w")
+    page = rp.write_html_report(tmp_path, tmp_path / "report.html")
+    probe = tmp_path / "probe.html"
+    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text()).replace(
+        "</body>", '<script>window.addEventListener("load", function () { document.body.setAttribute('
+        '"data-width", Math.max.apply(null, [].map.call(document.querySelectorAll("table, .wide, body"), function (e) {'
+        ' return e.scrollWidth - e.clientWidth; })) + "/" + document.documentElement.scrollWidth + "/" + '
+        'window.innerWidth); var r = document.createRange(); document.body.setAttribute("data-split", '
+        '[].filter.call(document.querySelectorAll("td.kind"), function (td) {'
+        ' r.selectNodeContents(td.firstChild); return r.getClientRects().length > 1; }).length); });'
+        '</script></body>'))
+    with _Recorder() as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        dom = _Dom(_run_chromium(exe, tmp_path / "profile", proxy.server_address[1], "--window-size=1200,900",
+                                 "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()))
+        proxy.shutdown()
+    over, scroll, inner = map(int, dom.find("body")[0]["attrs"]["data-width"].split("/"))
+    assert scroll <= inner, f"page is {scroll} px wide in a {inner} px window"
+    assert over <= 1, f"a table scrolls sideways by {over} px"
+    # ... and the short cells are not squeezed into broken words ("me/cha/nis/m") instead
+    assert dom.find("body")[0]["attrs"]["data-split"] == "0"

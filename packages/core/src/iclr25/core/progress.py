@@ -42,13 +42,38 @@ def progress(iterable: Iterable[Any] | None = None, *, desc: str | None = None, 
 
     tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     cls = tqdm
+    if not tty:
+        kwargs.setdefault("file", _LineFile(sys.stderr))  # a log file: one line per draw, never shared
     if not tty and os.environ.get("ICLR25_PROGRESS", "auto") != "always":
         kwargs.setdefault("mininterval", 60.0)
         kwargs.setdefault("maxinterval", 600.0)
         kwargs.setdefault("ascii", True)
         cls = _quiet_postfix_class(tqdm)
-    return cls(iterable, desc=desc, total=total, unit=unit, leave=leave, file=sys.stderr,
-                disable=progress_disabled(quiet), dynamic_ncols=tty, **kwargs)
+    kwargs.setdefault("file", sys.stderr)
+    return cls(iterable, desc=desc, total=total, unit=unit, leave=leave,
+               disable=progress_disabled(quiet), dynamic_ncols=tty, **kwargs)
+
+
+class _LineFile:
+    """The stream a bar writes to when stderr is not a terminal: each draw becomes one whole line, and
+    tqdm's in-place clearing (carriage returns, blank padding, cursor-up escapes of nested bars) is
+    dropped, so a log line written between two draws never lands on a bar's line. Not ``sys.stderr``
+    itself, so ``tqdm.write`` (the log handler) does not clear and redraw bars around each message."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, s: str) -> int:
+        for part in s.replace("\x1b[A", "").replace("\n", "\r").split("\r"):
+            if part.strip():
+                self.stream.write(part.rstrip() + "\n")
+        return len(s)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 _QUIET_POSTFIX: dict[type, type] = {}

@@ -109,6 +109,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    if args.threads is not None and args.threads < 1:
+        print(f"error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        print(f"error: --out {args.out} is not a folder (a file of that name exists)", file=sys.stderr)
+        return 2
     if args.threads is not None:
         from .threads import set_threads
 
@@ -124,6 +130,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
               "quiet": True if args.quiet else None}
     rows: list[tuple[str, Claim]] = []
     crashed: list[str] = []
+    reasons: dict[str, str] = {}  # crashed slug -> its exception in one line, for the report page
     missing: list[str] = []  # methods whose extra is not installed
     runs: list[dict[str, object]] = []  # one entry per method, for summary.{json,md}
     t_all, c_all = time.perf_counter(), cpu_seconds()
@@ -132,6 +139,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         bar.set_postfix_str(slug)
         entry = methods[slug]
         t0, c0 = time.perf_counter(), cpu_seconds()
+        done = _finished_report(out_root / slug, entry.version, args) if args.resume else None
+        if done is not None:  # --resume: a method that already wrote its results with these settings
+            bar.write(f"[{slug}] already finished with these settings ({out_root / slug}/results.json): "
+                      "kept, not re-run (--resume)", file=sys.stderr)
+            runs.append({**_run_entry(slug, "ok", done, t0, c0), "kept": True})
+            rows += [(slug, c) for c in done.claims]
+            continue
         try:
             fn = entry.load()
             report = run_reproduction(
@@ -147,6 +161,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             continue
         except Exception:  # noqa: BLE001 - report every method, fail at the end
             crashed.append(slug)
+            err = sys.exc_info()[1]
+            reasons[slug] = " ".join(f"{type(err).__name__}: {err}".split())[:500]
             print(f"\n[{slug}] crashed:\n{traceback.format_exc()}", file=sys.stderr)
             runs.append(_run_entry(slug, "crashed", None, t0, c0))
             continue
@@ -170,12 +186,31 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         from .report import write_html_report
 
         try:
-            summary += f"; page {write_html_report(out_root, crashed=crashed)}"
+            summary += f"; page {write_html_report(out_root, crashed=reasons)}"
         except FileNotFoundError as e:
-            print(f"error: no report page written: {e}", file=sys.stderr)
+            if reasons:  # nothing finished, but the page still says which method crashed and why
+                summary += f"; page {write_html_report(out_root, results=[], crashed=reasons)}"
+            else:
+                print(f"error: no report page written: {e}", file=sys.stderr)
     print(f"\n{cpu_line}")
     print(f"{summary}; results in {out_root}/<slug>/results.json, summary in {out_root}/summary.md")
     return 1 if crashed else 2 if missing else 0
+
+
+def _finished_report(folder: Path, version: str | None, args: argparse.Namespace) -> Report | None:
+    """The ``results.json`` in ``folder`` when it was written with the settings of this run (quick or
+    full, package version, seeds, device), else ``None`` (missing, unreadable or other settings: re-run)."""
+    from .results import read_report
+
+    try:
+        rep = read_report(folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    device = args.device if args.device not in (None, "auto") else "default"
+    seeds = list(args.seeds) if args.seeds is not None else None
+    same = (rep.quick == bool(args.quick) and rep.version == version and rep.device == device
+            and (list(rep.seeds) if rep.seeds is not None else None) == seeds)
+    return rep if same else None
 
 
 def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: float) -> dict[str, object]:
@@ -195,7 +230,8 @@ def _run_entry(slug: str, status: str, report: Report | None, t0: float, c0: flo
 
 def cpu_summary(runs: Sequence[dict[str, object]], total_cpu: float) -> str:
     """``CPU: 123.4 s in total (this process and its children); per method: a 12.3 s, b 111.1 s``."""
-    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" for r in runs)
+    per = ", ".join(f"{r['method']} {_cpu(r['cpu_seconds'])}" + (" (earlier run)" if r.get("kept") else "")
+                    for r in runs)
     return f"CPU: {total_cpu:.1f} s in total (this process and its children); per method: {per or 'none'}"
 
 
@@ -226,7 +262,8 @@ def write_summary(out_root: Path, runs: Sequence[dict[str, object]], total: dict
         claims = f"{r['holding']}/{r['claims']}" if r["claims"] is not None else ""
         wall = f"{r['wall_seconds']:.1f}" if isinstance(r["wall_seconds"], (int, float)) else ""
         cpu = f"{r['cpu_seconds']:.1f}" if isinstance(r["cpu_seconds"], (int, float)) else ""
-        lines.append(f"| {r['method']} | {r['status']} | {claims} | {wall} | {cpu} |")
+        status = f"{r['status']} (earlier run)" if r.get("kept") else r["status"]
+        lines.append(f"| {r['method']} | {status} | {claims} | {wall} | {cpu} |")
     lines.append(f"| **total** | | {held}/{n_claims} | {total['wall_seconds']:.1f} | {total['cpu_seconds']:.1f} |")
     atomic_write_text(out_root / "summary.md", "\n".join(lines) + "\n")
     return out_root / "summary.json"

@@ -197,7 +197,7 @@ def _claim_row(p: PackageResults, i: int, c: Claim, change: ClaimChange | None, 
     cells = [
         f'<td class="name">{_claim_id(c.name)}</td>',
         f'<td class="kind">{_e(c.kind)}</td>',
-        f"<td>{_e(c.metric)}</td>",
+        f'<td class="metric">{_e(c.metric)}</td>',
         f'<td class="paper">{paper}</td>',
         f'<td class="num ours">{ours}</td>',
         f'<td class="num">{_value(c.baseline, _num(legacy.get("baseline")) if legacy else None)}</td>',

@@ -32,7 +32,7 @@ from .style import _CSS, _JS, _csp_hash
 
 
 def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] | None,
-             crashed: bool) -> str:
+             crashed: bool, reason: str = "") -> str:
     compare = changes is not None
     claims = p.claims
     held = sum(c.holds for c in claims)
@@ -48,7 +48,8 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
     out = [f'<section class="{" ".join(cls)}" id="{anchor}" data-slug="{_e(p.slug)}">',
            f'<h2>{_e(p.slug)} <span class="muted">{title}</span></h2>']
     if crashed:
-        out.append('<p class="banner">This method crashed in the last run (see its traceback on '
+        out.append('<p class="banner">This method crashed in the last run'
+                   + (f" ({_e(reason)})" if reason else "") + " (see its traceback on "
                    "stderr); what is shown below, if anything, is from an earlier run — check its "
                    "date.</p>")
     if p.report is None:
@@ -104,7 +105,7 @@ def _section(p: PackageResults, anchor: str, changes: Mapping[str, ClaimChange] 
 
 def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 reproduction report",
                 source: str | None = None, compare: Sequence[PackageResults] | None = None,
-                rtol: float = DEFAULT_RTOL, crashed: Iterable[str] = ()) -> str:
+                rtol: float = DEFAULT_RTOL, crashed: Iterable[str] | Mapping[str, str] = ()) -> str:
     """The page as a string (see the module docstring for what it holds).
 
     Args:
@@ -115,12 +116,14 @@ def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 repro
             against it (:func:`compare_results`) and a "changed only" filter is added.
         rtol: relative tolerance for numbers without a seed spread, in compare mode.
         crashed: slugs whose method crashed in the run that wrote ``results``; their sections
-            carry a warning that what they show is older.
+            carry a warning that what they show is older. A mapping ``{slug: reason}`` (one line, e.g.
+            ``"DataNotFoundError: ..."``) also shows why.
 
     Returns:
         A complete HTML5 document (UTF-8 text).
     """
     changes = compare_results(compare, results, rtol=rtol) if compare is not None else None
+    reasons = {k: " ".join(str(v).split()) for k, v in crashed.items()} if isinstance(crashed, Mapping) else {}
     crashed = set(crashed)
     used: set[str] = set()
     anchors = {p.slug: _anchor(p.slug, used) for p in results}
@@ -168,7 +171,9 @@ def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 repro
     ncol = 6 if changes is not None else 5
     for slug in sorted(crashed - {p.slug for p in results}):
         ov.append(f'<tr class="pkg-row crashed"><td>{_e(slug)} <span class="no">crashed</span></td><td>{_DASH}</td>'
-                  f'<td colspan="{ncol}" class="no">crashed before writing results.json</td></tr>')
+                  f'<td colspan="{ncol}" class="no">crashed before writing results.json'
+                  + (f': <span class="muted">{_e(reasons[slug])}</span>' if reasons.get(slug) else "")
+                  + "</td></tr>")
     ov.append("</tbody></table>")
 
     compare_note = ""
@@ -186,7 +191,7 @@ def render_html(results: Sequence[PackageResults], *, title: str = "iclr25 repro
                              + ", ".join(f"<code>{_e(s)}</code>" for s in gone_pkgs) + "</p>")
 
     sections = [_section(p, anchors[p.slug], changes.get(p.slug) if changes is not None else None,
-                         p.slug in crashed) for p in results]
+                         p.slug in crashed, reasons.get(p.slug, "")) for p in results]
     controls = ['<div class="controls" id="controls" hidden>',
                 '<label><input type="checkbox" id="only-failing"> not holding only</label>']
     if changes is not None:
@@ -230,7 +235,7 @@ def _short_url(url: str) -> str:
 def write_html_report(results_dir: str | Path, out: str | Path | None = None, *,
                       results: Sequence[PackageResults] | None = None,
                       compare: str | Path | None = None, rtol: float = DEFAULT_RTOL,
-                      crashed: Iterable[str] = ()) -> Path:
+                      crashed: Iterable[str] | Mapping[str, str] = ()) -> Path:
     """Read ``results_dir`` and write the page to ``out`` (default ``results_dir/report.html``).
 
     Args:
@@ -239,7 +244,7 @@ def write_html_report(results_dir: str | Path, out: str | Path | None = None, *,
         out: the HTML file to write (parent folders are created); written atomically.
         compare: an *older* results folder to compare with (see :func:`compare_results`).
         rtol: relative tolerance for numbers without a seed spread (compare mode).
-        crashed: slugs that crashed in the run (their sections say so).
+        crashed: slugs that crashed in the run (their sections say so), or ``{slug: reason}``.
 
     Returns:
         The path written.

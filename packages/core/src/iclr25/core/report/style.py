@@ -18,6 +18,7 @@ h3 { font-size: 1.05rem; margin: 1.2rem 0 0.4rem; }
 .muted, .meta { color: var(--muted); }
 table { border-collapse: collapse; width: 100%; margin: 0.5rem 0 1rem; }
 th, td { border: 1px solid var(--line); padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
+td.note, td.paper, td.metric { overflow-wrap: anywhere; }
 th { background: #f6f8fa; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.note, div.note { white-space: pre-wrap; max-width: 36rem; }
