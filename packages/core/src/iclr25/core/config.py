@@ -429,16 +429,10 @@ def _rewrite_deprecated(prog: str, args: list[str], deprecated: Mapping[str, str
 
 
 def _can_use_torch(prog: str) -> bool:
-    """Whether the installed distribution ``prog`` requires torch (base or an extra, or ``iclr25-core[lm]``),
-    so that a ``--device`` other than cpu can mean something; ``True`` when ``prog`` is not an installed
-    distribution (nothing to check against)."""
-    from importlib import metadata
+    """See :func:`iclr25.core.extras.can_use_torch` (kept here for callers of the old name)."""
+    from .extras import can_use_torch
 
-    try:
-        reqs = metadata.requires(prog) or []
-    except metadata.PackageNotFoundError:
-        return True
-    return any(re.match(r"\s*(torch\b|iclr25-core\[[^\]]*\blm\b)", r) for r in reqs)
+    return can_use_torch(prog)
 
 
 def _apply_common(prog: str, name: str, cfg: Any, *, uses_device: bool = True) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from importlib import metadata
 
-__all__ = ["extras_providing", "missing_module_message"]
+__all__ = ["extras_providing", "missing_module_message", "can_use_torch"]
 
 #: import names whose distribution is named otherwise
 MODULE_TO_DIST = {
@@ -91,3 +91,14 @@ def missing_module_message(distribution: str, error: ModuleNotFoundError) -> str
         return (f"this needs the {names} extra ({module!r} is not installed): "
                 f'pip install "{distribution}[{extras[0]}]"')
     return f"needs the Python module {module!r}, which {distribution} does not install: pip install {module}"
+
+
+def can_use_torch(prog: str) -> bool:
+    """Whether the installed distribution ``prog`` requires torch (base or an extra, or ``iclr25-core[lm]``),
+    so that a ``--device`` other than cpu can mean something; ``True`` when ``prog`` is not an installed
+    distribution (nothing to check against)."""
+    try:
+        reqs = metadata.requires(prog) or []
+    except metadata.PackageNotFoundError:
+        return True
+    return any(re.match(r"\s*(torch\b|iclr25-core\[[^\]]*\blm\b)", r) for r in reqs)
