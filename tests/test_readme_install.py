@@ -30,8 +30,10 @@ pytestmark = pytest.mark.wheels
 
 PKGS = [p for p in packages() if p.slug != "core"]
 BY_SLUG = {p.slug: p for p in packages()}
-#: CPU seconds (user + system, the process and its children) a README usage block may take
-USAGE_CPU_S = 20.0
+#: CPU seconds (user + system, the process and its children) a README usage block may take. The slowest blocks
+#: (agpd, seal) take 16-18 CPU-s on an idle 2-core machine and 20-23 under CI's load (shared caches, contention):
+#: 30 keeps the "first look in seconds" promise with room for that noise.
+USAGE_CPU_S = 30.0
 #: README usage blocks not executed here, with the reason (none left: sharpening and prereq-tune ship their tiny
 #: base models as package data, so no block pre-trains on first use)
 USAGE_NOT_RUN: dict[str, str] = {}

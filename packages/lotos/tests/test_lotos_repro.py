@@ -101,5 +101,5 @@ def test_resume_reuses_records_and_refuses_changed_settings(tmp_path, monkeypatc
     assert [(x.name, x.note) for x in a] == [(y.name, y.note) for y in b]
     assert all((x.ours == y.ours) or (math.isnan(x.ours) and math.isnan(y.ours)) for x, y in zip(a, b))
     monkeypatch.setattr(R, "QUICK", dict(tiny, epochs=2))
-    with pytest.raises(ValueError, match=r"other settings \(job seed0: .*'epochs': 1.*'epochs': 2"):
+    with pytest.raises(ValueError, match=r"other settings \(job seed0\.settings\.preset\.epochs: 1 -> 2"):
         R.reproduce(True, tmp_path, data="digits", quiet=True, seeds=(0, 1), workers=1, resume=True)

@@ -2,8 +2,14 @@
 
 import sys
 import types
+import warnings
 
 from ._version import __version__
+
+# torch_geometric's own import calls ``torch.jit.script``, which torch >= 2.10 deprecates with a FutureWarning
+# printed on every command; it is not ours (nor the user's) to act on, so only that message is silenced.
+warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning,
+                        module=r"torch\.jit\._script")
 
 __all__ = [
     "__version__",
