@@ -28,7 +28,7 @@ def experiment_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) ->
     Args:
         settings: ``attack`` (``badnets``, ``blended`` or ``clean``), ``data`` (``digits`` or
             ``cifar10-subset``), ``epochs``, ``model`` (``small``), ``augment`` and ``checkpoint`` (the
-            model's checkpoint file: a rerun resumes training from it).
+            model's checkpoint file: a rerun resumes training from it); optional ``device`` (default CPU).
         seed: sets the poisoned samples, the defender's clean split, the initialisation and the training order.
         deps: unused (no dependencies).
 
@@ -43,7 +43,8 @@ def experiment_job(settings: dict[str, Any], seed: int, deps: dict[str, Any]) ->
     data = load_data(settings["data"], seed)
     log.info("agpd reproduce: %s on %s, seed %d", settings["attack"], data.name, seed)
     rec = run_experiment(data, settings["attack"], epochs=settings["epochs"], model=settings["model"],
-                         augment=settings["augment"], seed=seed, checkpoint=settings["checkpoint"], resume=True)
+                         augment=settings["augment"], seed=seed, checkpoint=settings["checkpoint"], resume=True,
+                         device=settings.get("device", "cpu"))
     # a JSON round trip (class-indexed dicts get string keys, as in the records before the runner), then an
     # undefined number (an AUROC over one class) becomes null
     return nan_to_none(json.loads(json.dumps(rec)))

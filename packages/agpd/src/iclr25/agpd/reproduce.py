@@ -82,7 +82,8 @@ def claims_from_records(records: dict, settings: dict, seeds: Sequence[int], out
 
 
 def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None, threads: int | None = 1,
-              quiet: bool | None = None, workers: int | None = None, resume: bool = False) -> list[Claim]:
+              quiet: bool | None = None, workers: int | None = None, resume: bool = False,
+              device: str = "auto") -> list[Claim]:
     """Run BadNets, Blended and the clean control end to end for every seed; return the claims.
 
     Writes ``experiments.json`` (every number, all detector settings, per-layer rho and z, per seed),
@@ -101,6 +102,9 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
         resume: keep the experiments an interrupted run into ``out_dir`` finished (their records) and
             resume an interrupted training from its checkpoint; changed settings are refused. Without it
             a run starts over (records and checkpoints of ``out_dir`` are removed).
+        device: where each experiment trains and takes gradients (``auto``: the CPU, as the quick and full
+            presets are sized for it; ``cuda``/``cuda:N`` runs every worker on that GPU). Part of the
+            settings, so ``--resume`` refuses records made on another device.
 
     Raises:
         ValueError: ``workers`` not an integer >= 1; ``resume`` with other settings.
@@ -110,7 +114,11 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    from iclr25.core.seed import choose_device
+
     s = dict(SETTINGS[bool(quick)])
+    if device != "auto":
+        s["device"] = str(choose_device(device))
     seeds = tuple(int(x) for x in seeds) if seeds else ((0, 1) if quick else (0, 1, 2))
     if not resume and (out / "checkpoints").is_dir():
         shutil.rmtree(out / "checkpoints")  # a fresh run trains from scratch (no other run's checkpoints)
