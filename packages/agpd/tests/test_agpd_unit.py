@@ -298,3 +298,20 @@ def test_two_classes_warn_that_the_z_score_cannot_name_a_target():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         detect_from_gradients({"s": G}, Y, {"s": C}, YC, AGPDConfig(fallback_rho=None))
+
+
+def test_deterministic_cuda_sets_and_restores_the_torch_flags():
+    """On a CUDA device the experiment runs with deterministic kernels; the caller's flags come back after
+    (checked without a GPU: the flags are process-wide settings, set whether or not a GPU is present)."""
+    import torch
+    from iclr25.agpd.experiments import deterministic_cuda
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    with deterministic_cuda("cpu"):
+        assert not torch.are_deterministic_algorithms_enabled()
+    with deterministic_cuda("cuda:0"):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark) == before
