@@ -145,3 +145,14 @@ def test_choose_device_checks_availability():
         assert choose_device("cuda") == "cuda"
         with pytest.raises(ValueError, match="CUDA GPU"):
             choose_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_malformed_yaml_config_is_one_line_with_its_line_and_column(tmp_path):
+    from iclr25.core.config import ConfigError, load_config_file
+
+    y = tmp_path / "bad.yaml"
+    y.write_text("epochs: 3\n  lr: [1, 2\nfoo: bar\n")
+    with pytest.raises(ConfigError) as e:
+        load_config_file(y)
+    msg = str(e.value)
+    assert "\n" not in msg and "line 2, column 5" in msg and "not valid YAML" in msg, msg

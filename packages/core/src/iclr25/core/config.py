@@ -75,8 +75,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{p}: line {e.lineno}: {e.msg}") from None
-    except Exception as e:  # yaml.YAMLError carries its own line info
-        raise ConfigError(f"{p}: {e}") from None
+    except Exception as e:  # a YAML error: one line, at the problem's line and column (1-based)
+        m, what = getattr(e, "problem_mark", None), getattr(e, "problem", None) or str(e).splitlines()[0]
+        where = f"line {m.line + 1}, column {m.column + 1}: " if m is not None else ""
+        raise ConfigError(f"{p}: {where}{what} (not valid YAML)") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
