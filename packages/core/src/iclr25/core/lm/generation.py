@@ -100,7 +100,8 @@ class TransformersGenerator:
 
     def generate(self, prompts: Sequence[str], config: GenerationConfig | None = None) -> list[str]:
         import torch
-        from tqdm.auto import tqdm
+
+        from ..progress import progress
 
         cfg = config or GenerationConfig()
         tok = self.tokenizer
@@ -116,8 +117,8 @@ class TransformersGenerator:
         self.model.eval()
         try:
             starts = range(0, len(texts), self.batch_size)
-            for i in tqdm(starts, desc=f"generate[{self.name}]", disable=len(texts) <= self.batch_size,
-                          leave=False):
+            for i in progress(starts, desc=f"generate[{self.name}]", quiet=True if len(texts) <= self.batch_size
+                              else None):
                 enc = tok(texts[i:i + self.batch_size], return_tensors="pt", padding=True).to(self.device)
                 with torch.no_grad():
                     gen = self.model.generate(
