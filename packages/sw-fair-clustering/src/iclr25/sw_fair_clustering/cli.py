@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iclr25.core.config import Command, reproduce_command, run_cli
 
 from ._version import __version__
-from .config import CompareConfig, LowerBoundConfig, StreamConfig
+from .config import CompareConfig, LowerBoundConfig, ReproduceConfig, StreamConfig
 
 __all__ = ["main"]
 
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "(queries.jsonl, --resume)"),
             "compare": Command(CompareConfig, _compare, "offline / SW-coreset / uniform / insertion-only table"),
             "reproduce": reproduce_command(SLUG, "iclr25.sw_fair_clustering.reproduce:reproduce", __version__,
-                                           help="reproduce the paper's claims (--quick: < 3 min on 2 cores)"),
+                                           config=ReproduceConfig, help="reproduce the paper's claims (--quick: < 3 min on 2 cores)"),
             "lower-bound-demo": Command(LowerBoundConfig, _lower_bound,
                                         "the exact-feasibility flip behind the linear-space lower bound"),
         },

@@ -310,7 +310,7 @@ def run_stream(cfg: StreamConfig) -> int:
 
 def run_compare(cfg: CompareConfig) -> int:
     from .evaluation import StatusCounter
-    from .reproduce import run_config
+    from .experiments import run_config
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from iclr25.core.config import CommonOptions, SeedOption
+from iclr25.core.config import CommonOptions, ReproduceOptions, SeedOption
 
-__all__ = ["DataOptions", "MethodOptions", "StreamConfig", "CompareConfig", "LowerBoundConfig"]
+__all__ = ["DataOptions", "MethodOptions", "StreamConfig", "CompareConfig", "LowerBoundConfig", "ReproduceConfig"]
 
 
 def _finite(name: str, v: float) -> None:
@@ -208,3 +208,14 @@ class LowerBoundConfig(SeedOption, CommonOptions):
             raise ValueError(f"length must be >= 2 * window = {2 * self.window}")
         if self.coreset_size < 1 or 2 * self.coreset_size > self.window:
             raise ValueError("coreset_size must be >= 1 and 2 * coreset_size <= window")
+
+
+@dataclass(kw_only=True)
+class ReproduceConfig(ReproduceOptions):
+    """Reproduce the paper's claims (--quick: < 3 min on 2 cores): one runner job per (data set, W, k), one for
+    the drift stream, one for the space measurement; records under OUT/records/."""
+
+    workers: int | None = None
+    """Processes the jobs run in (default: from the cores and the number of jobs; 1: in this process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (records/<job>.json); changed settings are refused."""
