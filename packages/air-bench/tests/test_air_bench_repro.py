@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iclr25.air_bench import experiments as experiments_mod
 from iclr25.air_bench import load_graded_responses
-from iclr25.air_bench import reproduce as repro_mod
 from iclr25.air_bench.reproduce import (
     MOCK_Q,
     convention_check,
@@ -51,7 +51,7 @@ def test_convention_check_reads_the_flip_from_the_judge_reasoning(air_data):
 def test_pipeline_check_one_seed(tmp_path, air_data):
     pc = pipeline_check(tmp_path, [0])
     assert pc["cells"] == 16 and pc["identity_err"] <= 1e-12
-    s = pc["seeds"][0]
+    s = pc["seeds"]["0"]
     assert sum(c["n"] for c in s["l2"].values()) == 632
     # estimated rates move with q: rank correlation with the known q_k is strong
     q = np.array([MOCK_Q[k] for k in MOCK_Q])
@@ -66,7 +66,7 @@ def test_pipeline_check_one_seed(tmp_path, air_data):
 def test_pipeline_item_agreement_detects_a_judge_in_the_other_direction(tmp_path, air_data, monkeypatch):
     from iclr25.air_bench.testing import MockJudgeBackend
 
-    monkeypatch.setattr(repro_mod, "MockJudgeBackend", lambda: MockJudgeBackend(convention="2024-07"))
+    monkeypatch.setattr(experiments_mod, "MockJudgeBackend", lambda: MockJudgeBackend(convention="2024-07"))
     assert pipeline_check(tmp_path, [0])["item_agreement"] == 0.0
 
 
@@ -144,3 +144,40 @@ def test_reproduce_quick_cli(tmp_path, air_data):
         c = subprocess.run([sys.executable, str(checker), str(out), "air-bench",
                             *[x["name"] for x in res["claims"]]], capture_output=True, text=True)
         assert c.returncode == 0, c.stdout + c.stderr
+
+
+def _small_jobs(out, seeds=(0, 1)):
+    """The reproduction's jobs without the (slow) embedding judge: scoring + two mock-pipeline seeds."""
+    from iclr25.air_bench.reproduce import jobs
+
+    return [j for j in jobs(True, out, seeds) if j.name != "offline_judge"]
+
+
+@pytest.mark.realdata
+def test_runner_records_equal_for_one_and_two_workers(tmp_path, air_data):
+    """Issue #48: the jobs give the same records in-process and in two spawned workers."""
+    from iclr25.core.runner import run_jobs
+
+    a = run_jobs(_small_jobs(tmp_path / "a"), tmp_path / "a", workers=1, quiet=True)
+    b = run_jobs(_small_jobs(tmp_path / "b"), tmp_path / "b", workers=2, quiet=True)
+    assert sorted(a.records) == ["pipeline_seed0", "pipeline_seed1", "scoring"]
+    assert a.records == b.records
+    from iclr25.air_bench.claims import combine_pipeline
+
+    pc = combine_pipeline([a.records["pipeline_seed0"], a.records["pipeline_seed1"]])
+    assert pc["cells"] == 32 and pc["items"] == 2 * 632 and pc["seeds"].keys() == {"0", "1"}
+
+
+@pytest.mark.realdata
+def test_runner_resume_reuses_records_and_refuses_changed_settings(tmp_path, air_data):
+    """A run stopped after some jobs (a missing record) resumes with only the missing job; a resume whose
+    jobs' settings changed is refused, naming the job and the setting."""
+    from iclr25.core.runner import run_jobs
+
+    first = run_jobs(_small_jobs(tmp_path), tmp_path, workers=1, quiet=True)
+    (tmp_path / "records" / "pipeline_seed1.json").unlink()  # as if killed before this job finished
+    again = run_jobs(_small_jobs(tmp_path), tmp_path, workers=1, resume=True, quiet=True)
+    assert list(again.ran) == ["pipeline_seed1"] and sorted(again.reused) == ["pipeline_seed0", "scoring"]
+    assert again.records == first.records
+    with pytest.raises(ValueError, match="plot"):  # seed 1 first: its job would now draw the figure
+        run_jobs(_small_jobs(tmp_path, seeds=(1, 0)), tmp_path, workers=1, resume=True, quiet=True)

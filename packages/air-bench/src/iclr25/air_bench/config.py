@@ -188,6 +188,12 @@ class ReproduceConfig(ReproduceOptions):
     """`reproduce`: the CPU-scale reproduction (writes results.json / results.md); --quick: embedding
     judge on 160 responses, under a minute on 2 cores."""
 
+    workers: int | None = None
+    """Processes the jobs (scoring, offline judge, one per mock seed) run in (default: from the CPUs;
+    1: in-process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (records/<job>.json); changed settings are refused."""
+
 
 @dataclass(kw_only=True)
 class BenchConfig(CommonOptions):
