@@ -201,6 +201,14 @@ def test_declarations_refused_by_name(toy, tmp_path):
         run_jobs([Job("n", mod.nan)], tmp_path, workers=1, quiet=True)
 
 
+def test_not_json_record_messages_give_the_fix_for_that_problem():
+    from iclr25.core.runner.jobs import _bad_json
+
+    assert "return None for an undefined number" in _bad_json({"a": [float("nan")]})
+    int_key = _bad_json({"per_seed": {0: 1.0}})
+    assert "non-string key 0" in int_key and "str(key)" in int_key and "None" not in int_key
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_failing_job_is_named_with_traceback_and_finished_records_kept(toy, tmp_path, workers):
     mod, _ = toy

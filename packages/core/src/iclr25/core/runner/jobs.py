@@ -211,11 +211,12 @@ def _bad_json(obj: Any, where: str = "record") -> str | None:
     if isinstance(obj, int):
         return None
     if isinstance(obj, float):
-        return None if math.isfinite(obj) else f"{where} is {obj!r} (JSON has no NaN/inf)"
+        return None if math.isfinite(obj) else (f"{where} is {obj!r} (JSON has no NaN/inf: return None for an "
+                                                "undefined number, and say why in the record)")
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             if not isinstance(k, str):
-                return f"{where} has the non-string key {k!r}"
+                return f"{where} has the non-string key {k!r} (JSON object keys are strings: use str(key))"
             bad = _bad_json(v, f"{where}.{k}")
             if bad:
                 return bad

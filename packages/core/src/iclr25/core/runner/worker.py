@@ -32,8 +32,7 @@ def _call(job: dict[str, Any], deps_records: dict[str, Any], threads: int | None
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     bad = _bad_json(record)
     if bad:
-        raise ValueError(f"job {job['name']!r} returned a record that is not JSON-ready: {bad}; return None for an "
-                         "undefined number (and say why in the record)")
+        raise ValueError(f"job {job['name']!r} returned a record that is not JSON-ready: {bad}")
     return json.dumps(record, allow_nan=False), cpu, wall
 
 
