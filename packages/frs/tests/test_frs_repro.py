@@ -54,6 +54,17 @@ def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
 
     again = claims_from_metrics(m)
     assert [(c.name, c.holds, c.note, c.spread) for c in again] == [(c.name, c.holds, c.note, c.spread) for c in claims]
+    # a certifier warning is named with its arm and attached only to the claims comparing that arm (the full run's
+    # "N = 2 votes ... EVERY text abstains" came from ftr-only and was shown under the FRS-vs-uniform radius claim)
+    for r in m["per_seed"]:
+        for arm in rep.ARM_ORDER:
+            r[arm]["warnings"] = ["W-ftr"] if arm == "ftr-only" else []
+    note = {c.name: c.note for c in claims_from_metrics(m)}
+    assert "ftr-only arm: W-ftr" in note["ablation/frs_lt_no_bmps"]
+    assert all("W-ftr" not in n for k, n in note.items() if k != "ablation/frs_lt_no_bmps")
+    m["per_seed"][1]["uniform"]["warnings"] = ["W-uni"]
+    note = {c.name: c.note for c in claims_from_metrics(m)}
+    assert "uniform arm: W-uni" in note["radius/frs_certified_gt_uniform"] and "W-ftr" not in note["radius/frs_certified_gt_uniform"]
 
 
 @pytest.mark.slow

@@ -116,7 +116,26 @@ def class_table(agg: dict, names: list[str]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def build_claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names: list[str] | None = None) -> list[Claim]:
+def arm_warnings(per_seed: list[dict]) -> dict[str, list[str]]:
+    """Each arm's certifier warnings over the seeds (sorted, deduplicated), arms without any left out."""
+    out = {arm: sorted({w for r in per_seed for w in r.get(arm, {}).get("warnings", [])}) for arm in ARM_ORDER}
+    return {arm: ws for arm, ws in out.items() if ws}
+
+
+def _warn_text(warns: dict[str, list[str]], arms: tuple[str, ...], what: str = "") -> str:
+    """' Certifier warnings (ftr-only arm: ...).' for the given arms' warnings, each labelled with its arm;
+    ``what`` says what the warnings do (and do not) touch in this claim."""
+    parts = [f"{arm} arm: {'; '.join(warns[arm])}" for arm in arms if warns.get(arm)]
+    return f" Certifier warnings ({' | '.join(parts)}){what}." if parts else ""
+
+
+def build_claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns: dict[str, list[str]],
+                 names: list[str] | None = None) -> list[Claim]:
+    """The claims from aggregated per-seed numbers. ``warns`` maps an arm to its certifier warnings
+    (:func:`arm_warnings`); each is attached, labelled with its arm, only to the claims that compare that arm."""
+    if not isinstance(warns, dict):
+        raise TypeError("build_claims: warns must map an arm to its warnings (use arm_warnings(per_seed))")
+
     def ms(arm, k):
         return _g(agg, arm, k), _g(agg, arm, k, "sd")
 
@@ -228,7 +247,9 @@ def build_claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names
         note=f"{note}. σ=0: fine-tuned with σ=0 from the same backdoored weights; its K identical copies count once "
              f"(N = n = {p['n_random']}). BMPS copies vote alike on {fmt(100 * _g(agg, 'frs', 'copy_agreement'), 100 * _g(agg, 'frs', 'copy_agreement', 'sd'))}% "
              f"of randomised texts; bmps-only ASR {fmt(*ms('bmps-only', 'ASR'))}. Triggered texts are all of "
-             f"{', '.join(cname(c) for c in trig_classes)}; the claim speaks for that class only."))
+             f"{', '.join(cname(c) for c in trig_classes)}; the claim speaks for that class only."
+             + _warn_text(warns, ("frs", "ftr-only"),
+                          " — they concern that arm's certificates (abstention, radius), not the ASR compared here")))
     note, marg = gap_note("frs", "uniform", "empirical_radius", 3, lower=False)
     emp_cls = {c: _g(agg, "frs", f"empirical_radius_c{c}") > _g(agg, "uniform", f"empirical_radius_c{c}")
                for c in _classes(agg, "empirical_radius", "frs")}
@@ -260,7 +281,7 @@ def build_claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names
              f"lying in T(x') (hit rate {hr:.2f}) and on Assumption 1; with ω_L (no location assumption) it is "
              f"{fmt(*ms('frs', 'mean_radius_unconditional_triggered'), 4)} (like-for-like comparison: the next claim). "
              f"Not like for like: FRS is credited ω_H = {p['w_high']} on T(x'), uniform ω_M = {p['w_mid']}. "
-             f"{trig_scope}" + (f" Warnings: {'; '.join(warns)}" if warns else "")))
+             f"{trig_scope}" + _warn_text(warns, ("frs", "uniform"))))
     (mfu, _), (mcu, _) = ms("frs", "mean_radius_unconditional_triggered"), ms("uniform", "mean_radius_triggered")
     note_u = (f"frs {fmt(*ms('frs', 'mean_radius_unconditional_triggered'), 4)} vs uniform "
               f"{fmt(*ms('uniform', 'mean_radius_triggered'), 4)} over seeds {list(seeds)}")
@@ -282,7 +303,7 @@ def build_claims(agg: dict, pre: dict, occl: float, p: dict, seeds, warns, names
              f"text (no assumption that it lies in T(x')); the budget-preserving ω_L is below ω_M by construction, so "
              f"FRS trades unconditional radius for the conditional one. Clean-text certified radius per class frs "
              f"{by_class('frs', 'mean_radius_clean', 4)}, uniform {by_class('uniform', 'mean_radius_clean', 4)}. "
-             f"{trig_scope}"))
+             f"{trig_scope}" + _warn_text(warns, ("frs", "uniform"))))
     return claims
 
 
@@ -308,4 +329,4 @@ def claims_from_metrics(meta: dict, names: list[str] | None = None) -> list[Clai
         names = list(load_dataset(meta["preset"]["data"], "test").label_names)
     agg = aggregate(meta["per_seed"])
     return build_claims(agg, meta["single_models"], meta["occlusion_rate"], meta["preset"], meta["seeds"],
-                        meta.get("warnings", []), names=list(names))
+                        arm_warnings(meta["per_seed"]), names=list(names))

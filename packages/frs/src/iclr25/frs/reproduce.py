@@ -23,7 +23,7 @@ import numpy as np
 
 from iclr25.core.results import Claim
 
-from .claims import ARM_ORDER, CLAIM_NAMES, aggregate, arms_table, build_claims, class_table
+from .claims import ARM_ORDER, CLAIM_NAMES, aggregate, arm_warnings, arms_table, build_claims, class_table
 
 __all__ = ["reproduce", "QUICK", "FULL", "CLAIM_NAMES", "ARM_ORDER"]
 
@@ -242,7 +242,7 @@ def _run(quick: bool, out: Path, seeds, device: str, data: str, resume: bool = F
 
     write_plots(agg, out, len(seeds), f"{p['data']}, d = {p['d_model']}, K = {p['k']}, n = {p['n_random']}")
     ck.finish()
-    return build_claims(agg, pre, occl, p, seeds, warns, names=list(tr.label_names))
+    return build_claims(agg, pre, occl, p, seeds, arm_warnings(per_seed), names=list(tr.label_names))
 
 
 def _write_jsonl(path: Path, recs: list[dict]) -> None:
