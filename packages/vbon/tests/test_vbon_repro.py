@@ -82,29 +82,84 @@ def test_polarity_split_and_reward_accuracy(data_dir, shared_cache, monkeypatch)
     assert len(set(p)) == 10 and all(len(x.split()) == 3 for x in p)
 
 
-@pytest.mark.realdata
-def test_reproduce_smoke(data_dir, shared_cache, monkeypatch, tmp_path):
+def _tiny(monkeypatch, data_dir, shared_cache):
     monkeypatch.setenv("ICLR25_DATA", str(data_dir))
-    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
-    from iclr25.core.registry import run_reproduction
-    from iclr25.core.results import read_report
+    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))  # inherited by the spawned workers
     from iclr25.vbon import reproduce as rp
     from iclr25.vbon.reflm import reference_lm_spec
 
+    # the parent resolves LM_SIZES into the job settings, so the workers see the tiny spec too
     monkeypatch.setitem(rp.LM_SIZES, "quick", reference_lm_spec(vocab_size=300, n_layer=1, n_embd=32, n_head=2,
                                                                 seq_len=24, steps=13, lr=5e-3))
-    tiny = replace(rp.QUICK, n_train_prompts=4, n_eval_prompts=4, m=8, ns=(2, 4), betas=(0.5,), steps=2,
+    return replace(rp.QUICK, n_train_prompts=4, n_eval_prompts=4, m=8, ns=(2, 4), betas=(0.5,), steps=2,
                    prompts_per_step=2, samples_per_prompt=2, eval_samples_per_prompt=2, bon_repeats=2,
                    bon_ns=(2, 4), throughput_prompts=4, max_new_tokens=6)
-    monkeypatch.setattr(rp, "QUICK", tiny)
-    rep = run_reproduction("vbon", rp.reproduce, quick=True, out_dir=tmp_path / "out", version="test")
+
+
+def _untimed(rec: dict) -> dict:
+    """A pipeline record without its wall-clock measurements (timings differ from run to run)."""
+    rec = json.loads(json.dumps(rec))
+    rec.pop("timings")
+    rec.pop("throughput")
+    for run in rec["runs"].values():
+        run.pop("train_seconds")
+    return rec
+
+
+def _records(out: Path) -> dict:
+    return {p.stem: json.loads(p.read_text())["record"] for p in sorted((out / "records").glob("*.json"))}
+
+
+@pytest.mark.realdata
+def test_reproduce_one_and_two_workers_give_the_same_records(data_dir, shared_cache, monkeypatch, tmp_path):
+    """Issue #48: ``--workers 2`` (two spawned workers, one job each) gives the records of ``--workers 1``
+    (in-process), timings aside; the claims come from the records, and the report holds the seven claims."""
+    from iclr25.core.registry import run_reproduction
+    from iclr25.core.results import read_report
+    from iclr25.vbon import reproduce as rp
+
+    tiny = _tiny(monkeypatch, data_dir, shared_cache)
+    rep = run_reproduction("vbon", rp.reproduce, quick=True, out_dir=tmp_path / "w1", version="test", workers=1,
+                           settings=tiny, quiet=True)
     assert [c.name for c in rep.claims] == CLAIMS
-    back = read_report(tmp_path / "out")
+    back = read_report(tmp_path / "w1")
     assert [c.holds for c in back.claims] == [c.holds for c in rep.claims]
     assert back.claims[1].holds  # exact enumeration claim does not depend on the scale
-    raw = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    raw = json.loads((tmp_path / "w1" / "metrics.json").read_text())
     assert set(raw["runs"]) == {"vbon-exact-N2", "vbon-exact-N4", "rlhf-beta0.5"}
-    assert (tmp_path / "out" / "reward_cdf.jsonl").is_file()
+    assert (tmp_path / "w1" / "reward_cdf.jsonl").is_file()
+    rp.reproduce(True, tmp_path / "w2", workers=2, settings=tiny, quiet=True)
+    one, two = _records(tmp_path / "w1"), _records(tmp_path / "w2")
+    assert set(one) == set(two) == {"kl_enumeration", "pipeline"}
+    assert one["kl_enumeration"] == two["kl_enumeration"]
+    assert _untimed(one["pipeline"]) == _untimed(two["pipeline"])
+    run2 = json.loads((tmp_path / "w2" / "metrics.json").read_text())["runner"]
+    assert run2["workers"] == 2 and run2["cpu_seconds_children"] > 0
+
+
+@pytest.mark.realdata
+def test_resume_reuses_finished_records_and_refuses_changed_settings(data_dir, shared_cache, monkeypatch, tmp_path):
+    """A run killed after ``kl_enumeration`` finished (its record kept, ``pipeline``'s missing): ``--resume`` reuses
+    the finished record and runs only ``pipeline``; resuming with other settings is refused, naming the setting."""
+    from iclr25.vbon import reproduce as rp
+
+    tiny = _tiny(monkeypatch, data_dir, shared_cache)
+    out = tmp_path / "out"
+    first = rp.reproduce(True, out, workers=1, settings=tiny, quiet=True)
+    kl_file = out / "records" / "kl_enumeration.json"
+    kl_before = kl_file.read_text()
+    (out / "records" / "pipeline.json").unlink()  # as if the kill came while pipeline ran
+    os.utime(kl_file, (0, 0))
+    again = rp.reproduce(True, out, workers=1, settings=tiny, quiet=True, resume=True)
+    assert kl_file.stat().st_mtime == 0 and kl_file.read_text() == kl_before  # reused, not rewritten
+    runner = json.loads((out / "metrics.json").read_text())["runner"]
+    assert runner["reused"] == ["kl_enumeration"] and runner["ran"] == ["pipeline"]
+    timed = {"vbon/inference_cost"}  # wall-clock timings: equal only by chance
+    assert [(c.name, c.ours, c.holds) for c in first if c.name not in timed] == \
+        [(c.name, c.ours, c.holds) for c in again if c.name not in timed]
+    with pytest.raises(Exception, match="steps") as e:
+        rp.reproduce(True, out, workers=1, settings=replace(tiny, steps=3), quiet=True, resume=True)
+    assert "resume" in str(e.value).lower()
 
 
 @pytest.mark.slow

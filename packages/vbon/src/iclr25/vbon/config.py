@@ -231,3 +231,9 @@ class BoNSampleArgs(CommonOptions, SeedOption):
 @dataclass(kw_only=True)
 class ReproduceArgs(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (results.json / results.md / win_rate_vs_kl.png)."""
+
+    workers: int | None = None
+    """Processes the two jobs (kl_enumeration, pipeline) run in (default min(2, #CPUs), one torch thread each;
+    1: in-process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (records/<job>.json); changed settings are refused."""
