@@ -66,10 +66,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --workers (a runner flag)",
     },
     "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
-    "iclr25-pref-sensitivity": {
-        "reproduce: no --resume (a runner flag)",
-        "reproduce: no --workers (a runner flag)",
-    },
     "iclr25-ridge-bias": {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
