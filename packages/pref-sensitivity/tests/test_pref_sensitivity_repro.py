@@ -28,7 +28,7 @@ def test_reproduce_tiny_settings(tmp_path, monkeypatch):
     tiny = dict(mle_n=(1000,), mle_seeds=8, tab_pairs=1000, lm_grid=(0.01, 0.05), lm_contrast_grid=(0.01, 0.05),
                 lm_steps=5, lm_seeds=1, lm_pairs=64)
     monkeypatch.setitem(repro_mod.SETTINGS, "quick", tiny)
-    claims = repro_mod.reproduce(True, tmp_path)
+    claims = repro_mod.reproduce(True, tmp_path, workers=1, quiet=True)
     assert [c.name for c in claims] == NAMES
     assert all(isinstance(c, Claim) for c in claims)
     by = {c.name: c for c in claims}
@@ -40,7 +40,8 @@ def test_reproduce_tiny_settings(tmp_path, monkeypatch):
     for n in ("mechanism/bt_mle/sd_follows_sensitivity", "dpo_tiny_lm/sharp_rise_near_dominant",
               "mechanism/dpo_tiny_lm/trained_edge_tracks_target"):
         assert math.isfinite(by[n].ours), n
-    for f in ("bt_mle.csv", "dpo_tabular.csv", "dpo_tiny_lm.jsonl", "details.json", "sensitivity_heatmap.png",
+    for f in ("bt_mle.csv", "dpo_tabular.csv", "dpo_tiny_lm_dominant.jsonl", "dpo_tiny_lm_contrast.jsonl",
+              "records/bt_mle.json", "details.json", "sensitivity_heatmap.png",
               "bt_mle.png", "dpo_tiny_lm.png"):
         assert (tmp_path / f).is_file(), f
     for c in claims:  # the claim record: kind, where in the paper, seeds behind it, the figure (written)

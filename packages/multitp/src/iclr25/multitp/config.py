@@ -249,3 +249,12 @@ class BenchConfig(_Common):
 @dataclass(kw_only=True)
 class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (results.json, results.md, details.json, radar.png)."""
+
+    workers: int | None = None
+    """jobs (agent seeds x experiments) run in parallel processes (default: the CPUs; 1: in this process)"""
+    resume: bool = False
+    """keep the jobs an interrupted run in --out finished (records/); changed settings are refused"""
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")

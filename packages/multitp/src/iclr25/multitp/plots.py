@@ -10,7 +10,7 @@ import numpy as np
 
 from .spec import CATEGORIES, DIMENSIONS
 
-__all__ = ["radar_plot"]
+__all__ = ["radar_plot", "reproduction_plot"]
 
 
 def radar_plot(model_by_lang: Mapping[str, Any], human_by_lang: Mapping[str, Mapping[str, float]] | None,
@@ -59,3 +59,17 @@ def radar_plot(model_by_lang: Mapping[str, Any], human_by_lang: Mapping[str, Map
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def reproduction_plot(model_by_lang: Mapping[str, Any], human_by_lang: Mapping[str, Mapping[str, float]],
+                      path: str | Path) -> bool:
+    """The reproduction's radar plot (the human-like scripted agent vs the human vectors); ``False`` with a
+    warning when matplotlib is missing (extra ``[plot]``)."""
+    import logging
+
+    try:
+        radar_plot(model_by_lang, human_by_lang, path, title="human-like scripted agent (points) vs human (line)")
+    except ImportError as e:
+        logging.getLogger("iclr25.multitp").warning("radar plot skipped: %s", e)
+        return False
+    return Path(path).is_file()

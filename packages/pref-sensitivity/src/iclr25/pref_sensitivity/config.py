@@ -167,6 +167,16 @@ class ReproduceConfig(ReproduceOptions):
     """Reproduce the paper's claims at CPU scale (quick: ~1-2 min on 2 cores; full: ~15-30 min);
     writes results.json / results.md and figures."""
 
+    workers: int | None = None
+    """jobs (closed forms, BT MLE, tabular DPO, the two tiny-LM DPO arms) run in parallel processes (default: the
+    CPUs; 1: in this process)"""
+    resume: bool = False
+    """keep the jobs an interrupted run in --out finished (records/); changed settings are refused"""
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+
 
 @dataclass(kw_only=True)
 class RealDataConfig(CommonOptions):

@@ -19,7 +19,8 @@ from ._checks import check_probabilities
 from .closed_form import bt_predict
 from .mle import MLEExistenceWarning, fit_bt_counts, single_threaded_blas
 
-__all__ = ["OPTIONS", "P23_GRID", "bt_mle_experiment", "summarise_by"]
+__all__ = ["OPTIONS", "P23_GRID", "bt_mle_experiment", "summarise_by", "closed_form_job", "bt_mle_job", "dpo_tabular_job",
+           "dpo_tiny_lm_job", "torch_missing"]
 
 #: The paper's three options (Fig. 3 uses animals {dog, cat, bird}).
 OPTIONS = ("dog", "cat", "bird")
@@ -95,3 +96,88 @@ def summarise_by(rows: list[dict[str, Any]], keys: Sequence[str], value: str) ->
         out.append({**dict(zip(keys, key)), "mean": float(v.mean()),
                     "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0, "count": int(v.size)})
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# jobs of the reproduction (iclr25.core.runner: fn(settings, seed, deps) -> JSON record)
+# ---------------------------------------------------------------------------------------------------------
+
+def closed_form_job(settings: dict[str, Any], seed: int | None, deps: dict) -> dict[str, Any]:
+    """The closed forms' tables (Result 3 table, sensitive-region areas, max sensitivity, point values) and the
+    closed forms vs torch autograd (``max_abs_diff`` ``None`` with the reason when torch is missing)."""
+    import math
+
+    from .closed_form import bt_sensitivity, max_sensitivity, sensitive_region_area
+
+    p23 = np.array([0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 0.9])
+    rec: dict[str, Any] = {
+        "result3_table": {"p12": 0.99, "p23": p23.tolist(), "p13": bt_predict(0.99, p23).tolist()},
+        "region_area": {str(lam): {"quad": sensitive_region_area(lam), "grid": sensitive_region_area(lam, "grid", grid_n=1000)}
+                        for lam in (1, 2, 5, 10, 100)},
+        "max_sensitivity": {str(a): float(max_sensitivity(a)[0]) for a in (0.5, 0.2, 0.1, 0.01)},
+        "point_values": {f"{a},{b}": [float(bt_predict(a, b)), *map(float, bt_sensitivity(a, b))]
+                         for a, b in ((0.01, 0.99), (0.001, 0.999), (0.01, 0.5), (0.99, 0.99), (0.5, 0.5))}}
+    why = torch_missing()
+    if why is None:
+        from .crosscheck import check_closed_form
+
+        err = check_closed_form()
+        note = ("BT triple partials (both) and K-tuple PL partials (K = 3, 4) on the 7 x 7 grid "
+                "{0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99}^2, autograd through a score model in float64.")
+    else:
+        err, note = math.nan, why
+    rec["closed_form_vs_autograd"] = {"max_abs_diff": None if math.isnan(err) else float(err), "note": note}
+    return rec
+
+
+def bt_mle_job(settings: dict[str, Any], seed: int | None, deps: dict) -> dict[str, Any]:
+    """BT MLE on the chain (p12 = 0.99, every p23 of the grid, each N, ``mle_seeds`` seeds): the fits' rows."""
+    rows = bt_mle_experiment(0.99, P23_GRID, tuple(settings["mle_n"]), settings["mle_seeds"])
+    return {"rows": [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows]}
+
+
+def torch_missing() -> str | None:
+    """Why the DPO experiments cannot run (torch/transformers missing), or ``None``."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return f"not measured: {e.name} is not installed (pip install 'iclr25-pref-sensitivity[dpo]')"
+    return None
+
+
+def dpo_tabular_job(settings: dict[str, Any], seed: int | None, deps: dict) -> dict[str, Any]:
+    """Tabular DPO on the chain for each p12 of ``settings["p12s"]`` (every p23 of the grid); ``rows`` is
+    ``None`` with ``why`` when torch is missing."""
+    why = torch_missing()
+    if why is not None:
+        return {"rows": None, "why": why}
+    from .dpo import dpo_chain_experiment
+
+    rows = []
+    for p12 in settings["p12s"]:
+        rows += dpo_chain_experiment(p12, P23_GRID, backend="tabular", n_pairs=settings["tab_pairs"])
+    return {"rows": rows, "why": None}
+
+
+def dpo_tiny_lm_job(settings: dict[str, Any], seed: int | None, deps: dict) -> dict[str, Any]:
+    """Tiny GPT-2 DPO on the chain at one p12 over ``settings["grid"]`` (rows also appended to
+    ``settings["out_file"]``); ``rows`` is ``None`` with ``why`` when torch is missing."""
+    import time
+    from pathlib import Path
+
+    why = torch_missing()
+    if why is not None:
+        return {"rows": None, "why": why, "seconds": 0.0}
+    import torch
+
+    from .dpo import dpo_chain_experiment
+
+    torch.set_num_threads(1)
+    out_file = Path(settings["out_file"])
+    if out_file.exists():
+        out_file.unlink()
+    t0 = time.perf_counter()
+    rows = dpo_chain_experiment(settings["p12"], tuple(settings["grid"]), out_file=out_file, backend="tiny-gpt2",
+                                steps=settings["steps"], seeds=settings["seeds"], n_pairs=settings["pairs"])
+    return {"rows": rows, "why": None, "seconds": time.perf_counter() - t0}

@@ -34,7 +34,6 @@ import csv
 import json
 import logging
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,13 @@ import numpy as np
 from scipy.special import logit
 
 from iclr25.core.results import Claim
+from iclr25.core.runner import Job, run_jobs
 
 from . import plotting
-from .closed_form import bt_predict, bt_sensitivity, max_sensitivity, sensitive_region_area
-from .experiments import P23_GRID, bt_mle_experiment, summarise_by
+from .closed_form import bt_predict, bt_sensitivity
+from .experiments import P23_GRID, summarise_by, torch_missing
 
-__all__ = ["reproduce", "SETTINGS"]
+__all__ = ["reproduce", "jobs", "claims_from_records", "SETTINGS"]
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +78,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
-def _torch_ok() -> str | None:
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        return f"not measured: {e.name} is not installed (pip install 'iclr25-pref-sensitivity[dpo]')"
-    return None
+_torch_ok = torch_missing
 
 
 def _plot(name: str, path: Path, *args, **kwargs) -> None:
@@ -95,30 +89,14 @@ def _plot(name: str, path: Path, *args, **kwargs) -> None:
     getattr(plotting, name)(path, *args, **kwargs)
 
 
-def _closed_forms(out: Path, details: dict) -> list[Claim]:
-    p23 = np.array([0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 0.9])
-    details["result3_table"] = {"p12": 0.99, "p23": p23.tolist(), "p13": bt_predict(0.99, p23).tolist()}
-    details["region_area"] = {str(lam): {"quad": sensitive_region_area(lam), "grid": sensitive_region_area(lam, "grid", grid_n=1000)}
-                              for lam in (1, 2, 5, 10, 100)}
-    details["max_sensitivity"] = {str(a): float(max_sensitivity(a)[0]) for a in (0.5, 0.2, 0.1, 0.01)}
-    details["point_values"] = {f"{a},{b}": [float(bt_predict(a, b)), *map(float, bt_sensitivity(a, b))]
-                               for a, b in ((0.01, 0.99), (0.001, 0.999), (0.01, 0.5), (0.99, 0.99), (0.5, 0.5))}
+def _closed_forms(out: Path, rec: dict, details: dict) -> list[Claim]:
+    details.update({k: rec[k] for k in ("result3_table", "region_area", "max_sensitivity", "point_values",
+                                        "closed_form_vs_autograd")})
     _plot("plot_sensitivity_heatmap", out / "sensitivity_heatmap.png", lam=2.0)
-    why = _torch_ok()
-    if why is None:
-        from .crosscheck import check_closed_form
-
-        err = check_closed_form()
-        note = ("BT triple partials (both) and K-tuple PL partials (K = 3, 4) on the 7 x 7 grid "
-                "{0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99}^2, autograd through a score model in float64.")
-    else:
-        err, note = math.nan, why
-    details["closed_form_vs_autograd"] = {"max_abs_diff": None if math.isnan(err) else err, "note": note}
     return []
 
 
-def _bt_mle(out: Path, cfg: dict, details: dict) -> list[Claim]:
-    rows = bt_mle_experiment(0.99, P23_GRID, cfg["mle_n"], cfg["mle_seeds"])
+def _bt_mle(out: Path, cfg: dict, details: dict, rows: list[dict[str, Any]]) -> list[Claim]:
     _write_csv(out / "bt_mle.csv", rows)
     ok = [r for r in rows if r["mle_exists"]]
     diff = max(abs(r["p13_mle"] - r["p13_closed_form"]) for r in ok)
@@ -170,8 +148,8 @@ def _bt_mle(out: Path, cfg: dict, details: dict) -> list[Claim]:
     ]
 
 
-def _dpo_tabular(out: Path, cfg: dict, details: dict) -> list[Claim]:
-    why = _torch_ok()
+def _dpo_tabular(out: Path, cfg: dict, details: dict, rec: dict[str, Any]) -> list[Claim]:
+    why = rec["why"]
     edge_name = "mechanism/dpo_tabular/trained_edges_fit_empirical"
     edge_metric = "max abs diff on the trained edges: DPO implied p12, p23 vs p12_hat, p23_hat"
     edge_paper = "the DPO optimum is the BT fit of the trained pairs, so the held-out p13 follows Result 1"
@@ -179,10 +157,7 @@ def _dpo_tabular(out: Path, cfg: dict, details: dict) -> list[Claim]:
         return [Claim("dpo_tabular/implied_prob_matches_bt", "max abs diff p13: DPO vs g(p12_hat, p23_hat)", math.nan, threshold=1e-4,
                       higher_is_better=False, note=why),
                 Claim(edge_name, edge_metric, math.nan, threshold=1e-4, higher_is_better=False, note=why)]
-    from .dpo import dpo_chain_experiment
-
-    rows = dpo_chain_experiment(0.99, P23_GRID, backend="tabular", n_pairs=cfg["tab_pairs"])
-    rows += dpo_chain_experiment(NON_DOMINANT_P12, P23_GRID, backend="tabular", n_pairs=cfg["tab_pairs"])
+    rows = rec["rows"]
     _write_csv(out / "dpo_tabular.csv", rows)
     diff = max(abs(r["p13_implied"] - r["p13_bt"]) for r in rows)
     details["dpo_tabular"] = rows
@@ -204,22 +179,17 @@ def _slope(rows: list[dict[str, Any]], lo: float = 0.01, hi: float = 0.05, key: 
     return (m[hi] - m[lo]) / (hi - lo)
 
 
-def _dpo_tiny_lm(out: Path, cfg: dict, details: dict) -> list[Claim]:
+def _dpo_tiny_lm(out: Path, cfg: dict, details: dict, dom_rec: dict[str, Any], con_rec: dict[str, Any]) -> list[Claim]:
     name = "dpo_tiny_lm/sharp_rise_near_dominant"
     metric = "secant slope dp13/dp23 on [0.01, 0.05], p12=0.99"
-    why = _torch_ok()
+    why = dom_rec["why"] or con_rec["why"]
     mname = "mechanism/dpo_tiny_lm/trained_edge_tracks_target"
     mmetric = "secant slope of the implied p23 vs the training p23 on [0.01, 0.05], p12=0.99"
     if why is not None:
         return [Claim(name, metric, math.nan, threshold=2 * SLOPE_BOUND, note=why),
                 Claim(mname, mmetric, math.nan, threshold=0.5, note=why)]
-    from .dpo import dpo_chain_experiment
-
-    kw = dict(backend="tiny-gpt2", steps=cfg["lm_steps"], seeds=cfg["lm_seeds"], n_pairs=cfg["lm_pairs"])
-    t0 = time.perf_counter()
-    dom = dpo_chain_experiment(0.99, cfg["lm_grid"], out_file=out / "dpo_tiny_lm.jsonl", **kw)
-    con = dpo_chain_experiment(NON_DOMINANT_P12, cfg["lm_contrast_grid"], out_file=out / "dpo_tiny_lm.jsonl", **kw)
-    secs = time.perf_counter() - t0
+    dom, con = dom_rec["rows"], con_rec["rows"]
+    secs = dom_rec["seconds"] + con_rec["seconds"]
     details["dpo_tiny_lm"] = dom + con
     ours, base = _slope(dom), _slope(con)
     seeds_run = sorted({r["seed"] for r in dom} & {r["seed"] for r in con})
@@ -289,40 +259,66 @@ def _have_matplotlib() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def reproduce(quick: bool, out_dir: Path) -> list[Claim]:
-    """Run the CPU-scale reproduction; write CSV/JSON tables and PNG figures into ``out_dir``.
+_EXP = "iclr25.pref_sensitivity.experiments:"
+
+
+def jobs(cfg: dict[str, Any], out: Path) -> list[Job]:
+    """The reproduction's jobs: ``closed_form``, ``bt_mle``, ``dpo_tabular``, and the tiny GPT-2 DPO at the
+    dominant (``dpo_tiny_lm_dominant``, p12 = 0.99) and the non-dominant p12 (``dpo_tiny_lm_contrast``);
+    no dependencies."""
+    lm = {"steps": cfg["lm_steps"], "seeds": cfg["lm_seeds"], "pairs": cfg["lm_pairs"]}
+    return [
+        Job("dpo_tiny_lm_dominant", _EXP + "dpo_tiny_lm_job",
+            settings={"p12": 0.99, "grid": list(cfg["lm_grid"]), "out_file": str(out / "dpo_tiny_lm_dominant.jsonl"), **lm}),
+        Job("dpo_tiny_lm_contrast", _EXP + "dpo_tiny_lm_job",
+            settings={"p12": NON_DOMINANT_P12, "grid": list(cfg["lm_contrast_grid"]),
+                      "out_file": str(out / "dpo_tiny_lm_contrast.jsonl"), **lm}),
+        Job("closed_form", _EXP + "closed_form_job", settings={}),
+        Job("bt_mle", _EXP + "bt_mle_job", settings={"mle_n": list(cfg["mle_n"]), "mle_seeds": cfg["mle_seeds"]}),
+        Job("dpo_tabular", _EXP + "dpo_tabular_job", settings={"p12s": [0.99, NON_DOMINANT_P12],
+                                                                "tab_pairs": cfg["tab_pairs"]}),
+    ]
+
+
+def claims_from_records(records: dict[str, Any], cfg: dict[str, Any], out: Path) -> tuple[list[Claim], dict[str, Any]]:
+    """The claims and ``details.json``'s content from the jobs' records (writes the CSV tables and figures;
+    trains nothing)."""
+    details: dict[str, Any] = {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}}
+    claims = _closed_forms(out, records["closed_form"], details)
+    claims += _bt_mle(out, cfg, details, records["bt_mle"]["rows"])
+    claims += _dpo_tabular(out, cfg, details, records["dpo_tabular"])
+    claims += _dpo_tiny_lm(out, cfg, details, records["dpo_tiny_lm_dominant"], records["dpo_tiny_lm_contrast"])
+    gaps = details.get("dpo_tiny_lm_slope_gap_per_seed") or []
+    runs = {"bt_mle": cfg["mle_seeds"], "dpo_tiny_lm": cfg["lm_seeds"]}
+    return [_with_meta(c, runs, float(np.std(gaps, ddof=1)) if len(gaps) > 1 else None) for c in claims], details
+
+
+def reproduce(quick: bool, out_dir: Path, *, workers: int | None = None, resume: bool = False,
+              quiet: bool | None = None) -> list[Claim]:
+    """Run the CPU-scale reproduction; write CSV/JSON tables, PNG figures and ``records/`` into ``out_dir``.
+
+    The experiments are jobs of the core runner (:func:`jobs`; one JSON record each under ``records/``);
+    the claims are computed from the records (:func:`claims_from_records`).
 
     Args:
         quick: the quick settings (``SETTINGS["quick"]``) instead of the full ones.
         out_dir: output folder (created).
+        workers: jobs run in parallel processes (default: the CPUs, at most the jobs; 1: in this process).
+        resume: keep the jobs an interrupted run in ``out_dir`` finished (changed settings are refused).
+        quiet: no progress bar (``None``: the core's ``--quiet`` / ``ICLR25_QUIET``).
 
     Returns:
-        The five claims named by issue 8, each followed by its ``mechanism/`` claims, in a fixed order.
+        The claims, each headline followed by its ``mechanism/`` claims, in a fixed order.
     """
-    out = Path(out_dir)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if _torch_ok() is None:
-        import torch
-
-        torch.set_num_threads(1)  # tiny models: 2 threads are much slower on a shared 2-core machine
     cfg = SETTINGS["quick" if quick else "full"]
-    jl = out / "dpo_tiny_lm.jsonl"
-    if jl.exists():
-        jl.unlink()
-    details: dict[str, Any] = {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}}
-    timings = {}
-    claims: list[Claim] = []
-    for name, fn in (("closed_form", lambda: _closed_forms(out, details)),
-                     ("bt_mle", lambda: _bt_mle(out, cfg, details)),
-                     ("dpo_tabular", lambda: _dpo_tabular(out, cfg, details)),
-                     ("dpo_tiny_lm", lambda: _dpo_tiny_lm(out, cfg, details))):
-        t0 = time.perf_counter()
-        claims += fn()
-        timings[name] = round(time.perf_counter() - t0, 2)
-        log.info("%s done in %.1f s", name, timings[name])
-    details["seconds"] = timings
-    gaps = details.get("dpo_tiny_lm_slope_gap_per_seed") or []
-    runs = {"bt_mle": cfg["mle_seeds"], "dpo_tiny_lm": cfg["lm_seeds"]}
-    claims = [_with_meta(c, runs, float(np.std(gaps, ddof=1)) if len(gaps) > 1 else None) for c in claims]
+    res = run_jobs(jobs(cfg, out), out, workers=workers, resume=resume, threads=1, desc="pref-sensitivity reproduce",
+                   quiet=quiet, run_settings={"quick": quick})
+    claims, details = claims_from_records(res.records, cfg, out)
+    details["seconds"] = {k: round(v, 2) for k, v in res.job_wall_seconds.items()}
+    details["runner"] = res.summary()
     (out / "details.json").write_text(json.dumps(details, indent=2, default=float) + "\n", encoding="utf-8")
     return claims
