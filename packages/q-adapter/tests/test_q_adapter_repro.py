@@ -12,7 +12,7 @@ from iclr25.core.results import Claim
 NAMES = ["tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal", "dsp/pair_accuracy_vs_dpo",
          "dsp/forgetting_at_matched_accuracy_lt_dpo", "dsp/forgetting_at_matched_accuracy_lt_sft",
          "dsp/pair_accuracy_vs_dpo_paper_loss", "dsp/forgetting_at_matched_accuracy_lt_dpo_paper_loss",
-         "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss"]
+         "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss", "mechanism/residual_ranks_heldout_pairs"]
 
 
 def _tiny():
@@ -43,6 +43,8 @@ def test_reproduce_smoke_two_workers_equal_in_process(tmp_path, monkeypatch, nee
         assert c.paper_ref and c.n_seeds is not None
         if c.name.startswith("dsp/"):
             assert c.kind == "headline" and c.n_seeds == 2 and c.spread is not None and c.plot == "headline.png"
+    mech = claims[-1]
+    assert mech.kind == "mechanism" and mech.n_seeds == 2 and mech.spread is not None and mech.threshold > 0
     assert (tmp_path / "out" / "raw.json").is_file()
     assert (tmp_path / "out" / "curve.csv").read_text().startswith("method,lr,seed,step,val_accuracy")
     assert len(list((tmp_path / "out" / "records").glob("*.json"))) == 2 + 4 * 2

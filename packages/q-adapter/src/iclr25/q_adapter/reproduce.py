@@ -38,7 +38,7 @@ CLAIM_NAMES = ("tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal
                "dsp/pair_accuracy_vs_dpo", "dsp/forgetting_at_matched_accuracy_lt_dpo",
                "dsp/forgetting_at_matched_accuracy_lt_sft", "dsp/pair_accuracy_vs_dpo_paper_loss",
                "dsp/forgetting_at_matched_accuracy_lt_dpo_paper_loss",
-               "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss")
+               "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss", "mechanism/residual_ranks_heldout_pairs")
 #: the figure of the DSP claims (written by :func:`iclr25.q_adapter.plots.write_plots`)
 HEADLINE_PLOT = "headline.png"
 
@@ -179,9 +179,45 @@ def claims_from_records(records: dict, s: ReproSettings) -> tuple[list[Claim], d
                      f"{[x['a']['step'] for x in mf]}), {other.upper()} {_fmt(fb, 4)} (steps "
                      f"{[x['b']['step'] for x in mf]}); {_verdict(gaps)}. At the last step (unmatched): "
                      f"{_fmt(final[m], 4)} vs {_fmt(final[other], 4)}; base NLL {base['general_nll']:.3f}"))
+    claims.append(_residual_claim(pts, base, seeds, first["n_test_pairs"], scale))
     raw = {"settings": settings_to_dict(s), "base": base, "tabular": tab, "points": pts, "tuned": tuned,
            "matched": matched, "records": {k: v for k, v in records.items() if k not in ("base", "tabular")}}
     return claims, raw
+
+
+def residual_gain(pts: dict, base_accuracy: float, seeds: Sequence[int], n_test: int,
+                  method: str = "q-adapter-code") -> dict[str, Any]:
+    """Held-out test pair accuracy of ``method``'s implied reward (``alpha~ log pi~ - alpha_0 log pi_1`` = the
+    learned residual Q summed over the response, up to the shared ``V(x)``) at the *last* step of each seed,
+    minus the base's ``log pi_1`` accuracy (points), and the bar it must clear: the larger of the seed sd of the
+    gain and 1.96 binomial standard errors of an accuracy on ``n_test`` pairs at the base's accuracy."""
+    gains = [100 * (pts[method][seed][-1]["test_accuracy"] - base_accuracy) for seed in seeds]
+    se = 100 * float(np.sqrt(base_accuracy * (1 - base_accuracy) / n_test))
+    sd = _sd(gains)
+    bar = max(1.96 * se, sd or 0.0)
+    return {"gains": gains, "mean": float(np.mean(gains)), "sd": sd, "binomial_se": se, "bar": bar,
+            "holds": bool(np.mean(gains) > bar)}
+
+
+def _residual_claim(pts: dict, base: dict, seeds: Sequence[int], n_test: int, scale: str) -> Claim:
+    """``mechanism/residual_ranks_heldout_pairs``: the paper's argument (Sec. 3) is that the residual Q learns the
+    new preference ``r_2`` from pairs alone, the base ``pi_1`` supplying the rest. If the residual only memorised
+    the training pairs, it would rank held-out pairs no better than ``log pi_1`` does, and the claim fails."""
+    g = residual_gain(pts, base["pair_accuracy"], seeds, n_test)
+    gp = residual_gain(pts, base["pair_accuracy"], seeds, n_test, method="q-adapter-paper")
+    last = [pts["q-adapter-code"][seed][-1]["test_accuracy"] for seed in seeds]
+    return Claim(
+        "mechanism/residual_ranks_heldout_pairs",
+        "held-out test pair accuracy of the learned residual (Q-Adapter implied reward, official code's loss, last "
+        "step) minus the base log pi_1's (points)",
+        g["mean"], threshold=g["bar"], higher_is_better=True, kind="mechanism", paper_value=None,
+        paper_ref="Sec. 3 (residual soft-Q, Eq. for Q^), direction only", spread=g["sd"], n_seeds=len(seeds),
+        plot=HEADLINE_PLOT, paper="the residual Q-function learns the new preference without r_1",
+        note=f"{scale}. Last-step accuracy {_fmt(last)} vs base {base['pair_accuracy']:.3f}: gain "
+             f"{_fmt(g['gains'], 2)} points per seed {[round(x, 2) for x in g['gains']]}; bar {g['bar']:.2f} = "
+             f"max(1.96 x binomial s.e. {g['binomial_se']:.2f} on {n_test} pairs, seed sd); "
+             f"{'clears' if g['holds'] else 'misses'} it. Paper's loss: gain {_fmt(gp['gains'], 2)} "
+             f"({'clears' if gp['holds'] else 'misses'} its bar {gp['bar']:.2f})")
 
 
 def _write_outputs(raw: dict, s: ReproSettings, out_dir: Path) -> None:
