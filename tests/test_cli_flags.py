@@ -70,10 +70,6 @@ PENDING: dict[str, set[str]] = {
         "reproduce: no --resume (a runner flag)",
         "reproduce: no --workers (a runner flag)",
     },
-    "iclr25-ridge-bias": {
-        "reproduce: no --resume (a runner flag)",
-        "reproduce: no --workers (a runner flag)",
-    },
     "iclr25-ta-dpfl": {"schedule: --json-out (use --out)", "train: --quick outside reproduce"},
     "iclr25-vbon": {
         "reproduce: no --resume (a runner flag)",
