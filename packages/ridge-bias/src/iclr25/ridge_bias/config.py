@@ -75,6 +75,11 @@ class ReproduceConfig(ReproduceOptions):
 
     threads: int | None = 1
     """BLAS threads (1: the matrices are small; more threads are slower on a shared machine)."""
+    workers: int | None = None
+    """Processes the jobs (validation, mechanisms, S1/S2, S3, gradient flow, digits) run in (default: from
+    the CPUs; 1: in-process)."""
+    resume: bool = False
+    """Keep the jobs an interrupted run in --out finished (records/<job>.json); changed settings are refused."""
 
 
 @dataclass(kw_only=True)
