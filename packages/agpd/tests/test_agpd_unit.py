@@ -304,6 +304,7 @@ def test_deterministic_cuda_sets_and_restores_the_torch_flags():
     """On a CUDA device the experiment runs with deterministic kernels; the caller's flags come back after
     (checked without a GPU: the flags are process-wide settings, set whether or not a GPU is present)."""
     import torch
+
     from iclr25.agpd.experiments import deterministic_cuda
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
