@@ -152,6 +152,25 @@ def test_image_folder_loader_and_detect_folder_cli(tmp_path, capsys, monkeypatch
     assert len(mask) == 40 and len(flagged) == mask.count("1")
 
 
+def test_detect_folder_corrupt_image_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torchvision")
+    from iclr25.agpd import pipeline
+    from iclr25.agpd.cli import main
+    from iclr25.agpd.train import save_checkpoint
+
+    net, x, y = _net_and_data(n=40)
+    _write_folder(tmp_path / "train", x, y)
+    _write_folder(tmp_path / "clean", x[:8], y[:8])
+    (tmp_path / "train" / "c1" / "broken.png").write_text("not an image")
+    monkeypatch.setattr(pipeline, "build_model",
+                        lambda kind, k, c: small_preact_cnn(k, c, widths=(8, 16), num_blocks=(1, 1)))
+    save_checkpoint(tmp_path / "model" / "model.pt", net, meta={"model": "small", "num_classes": 4, "in_channels": 1})
+    rc = main(["detect-folder", "--data", str(tmp_path / "train"), "--clean", str(tmp_path / "clean"),
+               "--channels", "1", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "broken.png" in err and "Traceback" not in err
+
+
 def test_vision_needs_the_extra_and_never_downloads(tmp_path, monkeypatch):
     import sys
 

@@ -63,6 +63,17 @@ def _rgb(img):
     return img.convert("RGB")
 
 
+def _load_image(path):
+    """torchvision's PIL loader, but an unreadable file is a ``ValueError`` naming it (not a traceback)."""
+    from PIL import Image
+    try:
+        with open(path, "rb") as f:
+            img = Image.open(f)
+            return img.convert("RGB")
+    except OSError as e:  # PIL.UnidentifiedImageError, truncated files
+        raise ValueError(f"{path}: not a readable image ({e.__class__.__name__}); remove or replace it") from None
+
+
 def image_folder(root: str | Path, *, image_size: int | Sequence[int] | None = None, channels: int = 3,
                  mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
                  class_to_idx: dict[str, int] | None = None):
@@ -80,7 +91,7 @@ def image_folder(root: str | Path, *, image_size: int | Sequence[int] | None = N
     tf = image_transform(image_size, channels, mean, std)
     if class_to_idx is None:
         try:
-            return tv.datasets.ImageFolder(str(root), transform=tf)
+            return tv.datasets.ImageFolder(str(root), transform=tf, loader=_load_image)
         except (FileNotFoundError, RuntimeError) as e:
             raise FileNotFoundError(f"{root}: {e}") from None
 
@@ -93,7 +104,7 @@ def image_folder(root: str | Path, *, image_size: int | Sequence[int] | None = N
             return found, {c: class_to_idx[c] for c in found}
 
     try:
-        return _Fixed(str(root), transform=tf)
+        return _Fixed(str(root), transform=tf, loader=_load_image)
     except (FileNotFoundError, RuntimeError) as e:
         raise FileNotFoundError(f"{root}: {e}") from None
 
