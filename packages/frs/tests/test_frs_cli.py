@@ -91,6 +91,7 @@ def test_end_to_end_on_tiny_tsv(tmp_path, tiny_tsv, run):
     code, out, _ = run("demo", "--model", f / "model", "--k", 4, "--iterations", 8, "--out", tmp_path / "d", "--text",
                        "the film is very dull and bad")
     assert "MCTS T(x')" in out and "votes" in out
+    assert out.count("warning: N = 8 votes") == 1, out  # was printed twice (FRSClassifier and certify)
     assert "at α/C = 0.025: α = 0.05, C = 2 classes" in out  # the printed bound is the α/C one (said α before)
 
 

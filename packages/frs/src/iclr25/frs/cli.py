@@ -365,8 +365,8 @@ def _demo(cfg: DemoConfig) -> int:
                             iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha, seed=cfg.seed)
         v = clf.predict_many([toks])[0]
         c = certify(clf, [toks], alpha=cfg.alpha, votes=[v])[0]
-    for w in caught:
-        print(f"warning: {w.message}")
+    for msg in dict.fromkeys(str(w.message) for w in caught):  # FRSClassifier and certify warn alike: once
+        print(f"warning: {msg}")
     plain = model.predict_proba([toks])[0]
     a, b = v.segment
     print(f"text     : {' '.join(toks)}")
