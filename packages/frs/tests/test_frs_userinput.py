@@ -291,3 +291,16 @@ def test_non_utf8_table_names_the_file_and_line(tmp_path, name):
     p.write_bytes(f"sentence{sep}label\ngood{sep}pos\n".encode() + b"\xff bad" + f"{sep}neg\n".encode())
     with pytest.raises(ValueError, match=rf"{name}:3: not UTF-8"):
         load_dataset(str(p))
+
+
+@pytest.mark.parametrize("name,body", [
+    ("bom.tsv", "sentence\tlabel\r\ngreat film\tpos\r\ndull film\tneg\r\n"),
+    ("bom.csv", "text,label\ngreat film,pos\ndull film,neg\n"),
+])
+def test_utf8_bom_does_not_hide_the_header(tmp_path, name, body):
+    """A file saved as "UTF-8 with BOM" (Excel, Notepad): the header row was read as data ('\\ufeffsentence'),
+    so its label 'label' became a class (attack) or an unknown-label error (certify)."""
+    p = tmp_path / name
+    p.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    ds = load_dataset(str(p))
+    assert ds.texts == ["great film", "dull film"] and ds.label_names == ["neg", "pos"]
