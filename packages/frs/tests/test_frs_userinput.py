@@ -304,3 +304,16 @@ def test_utf8_bom_does_not_hide_the_header(tmp_path, name, body):
     p.write_bytes(b"\xef\xbb\xbf" + body.encode())
     ds = load_dataset(str(p))
     assert ds.texts == ["great film", "dull film"] and ds.label_names == ["neg", "pos"]
+
+
+@pytest.mark.parametrize("body,match", [('{"k": 4,', "is unreadable"), ("[1, 2]", "holds a JSON list")])
+def test_certify_resume_with_a_corrupt_settings_file_names_it(tmp_path, body, match):
+    """A damaged certify_settings.json gave 'error: Expecting property name ...' naming no file ([] a traceback)."""
+    from iclr25.frs.certify_resume import resume_certificates
+
+    path, spath = tmp_path / "certificates.jsonl", tmp_path / "certify_settings.json"
+    path.write_text('{"index": 0}\n')
+    spath.write_text(body)
+    with pytest.raises(ValueError, match=match) as e:
+        resume_certificates(path, spath, {"k": 4}, resume=True)
+    assert str(spath) in str(e.value) and "\n" not in str(e.value)
