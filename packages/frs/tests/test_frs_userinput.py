@@ -91,7 +91,7 @@ def test_cli_resume_errors_are_clean(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot be read" in err and "Traceback" not in err
     # the advice must be one that works: "run without --resume" was refused ("pass --resume to continue it")
-    assert "run without --resume" not in err and "another --out" in err
+    assert "or run without --resume" not in err and "choose another --out" in err
     cert = ["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--k", "2", "--iterations", "2", "--n",
             "3", "--out", str(tmp_path / "c"), "--quiet"]
     assert main(cert) == 0
