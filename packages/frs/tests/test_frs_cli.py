@@ -91,6 +91,7 @@ def test_end_to_end_on_tiny_tsv(tmp_path, tiny_tsv, run):
     code, out, _ = run("demo", "--model", f / "model", "--k", 4, "--iterations", 8, "--out", tmp_path / "d", "--text",
                        "the film is very dull and bad")
     assert "MCTS T(x')" in out and "votes" in out
+    assert out.count("warning: N = 8 votes") == 1, out  # was printed twice (FRSClassifier and certify)
     assert "at α/C = 0.025: α = 0.05, C = 2 classes" in out  # the printed bound is the α/C one (said α before)
 
 
@@ -138,3 +139,14 @@ def test_certify_two_real_processes(tmp_path, tiny_tsv, run):
     assert [r["index"] for r in recs] == list(range(9))
     assert not list(out.glob("*.done"))
     assert sorted(len(f.read_text().splitlines()) for f in out.glob("certificates.shard*.jsonl")) == [4, 5]
+
+
+def test_evaluate_says_when_the_data_has_fewer_texts_than_asked():
+    """--n-clean 300 / --n-triggered 20 on a file with 40 texts (18 non-target) silently used 40 / 18."""
+    from iclr25.frs.cli import _fewer_texts
+
+    w = _fewer_texts({"--n-clean": 300, "--n-triggered": 20}, {"--n-clean": 40, "--n-triggered": 18})
+    assert w == ["--n-clean 300: the data has only 40 texts; 40 used",
+                 "--n-triggered 20: the data has only 18 texts of a class other than --target; 18 used"]
+    assert _fewer_texts({"--n-clean": None, "--n-triggered": 0}, {"--n-clean": 40, "--n-triggered": 0}) == []
+    assert _fewer_texts({"--n-clean": 40}, {"--n-clean": 40}) == []

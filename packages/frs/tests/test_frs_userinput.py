@@ -90,6 +90,8 @@ def test_cli_resume_errors_are_clean(tmp_path, capsys):
     assert main([*ft, "--resume", "--epochs", "2"]) == 2
     err = capsys.readouterr().err
     assert "cannot be read" in err and "Traceback" not in err
+    # the advice must be one that works: "run without --resume" was refused ("pass --resume to continue it")
+    assert "or run without --resume" not in err and "choose another --out" in err
     cert = ["certify", "--model", str(tmp_path / "m"), "--data", str(data), "--k", "2", "--iterations", "2", "--n",
             "3", "--out", str(tmp_path / "c"), "--quiet"]
     assert main(cert) == 0
@@ -291,3 +293,29 @@ def test_non_utf8_table_names_the_file_and_line(tmp_path, name):
     p.write_bytes(f"sentence{sep}label\ngood{sep}pos\n".encode() + b"\xff bad" + f"{sep}neg\n".encode())
     with pytest.raises(ValueError, match=rf"{name}:3: not UTF-8"):
         load_dataset(str(p))
+
+
+@pytest.mark.parametrize("name,body", [
+    ("bom.tsv", "sentence\tlabel\r\ngreat film\tpos\r\ndull film\tneg\r\n"),
+    ("bom.csv", "text,label\ngreat film,pos\ndull film,neg\n"),
+])
+def test_utf8_bom_does_not_hide_the_header(tmp_path, name, body):
+    """A file saved as "UTF-8 with BOM" (Excel, Notepad): the header row was read as data ('\\ufeffsentence'),
+    so its label 'label' became a class (attack) or an unknown-label error (certify)."""
+    p = tmp_path / name
+    p.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    ds = load_dataset(str(p))
+    assert ds.texts == ["great film", "dull film"] and ds.label_names == ["neg", "pos"]
+
+
+@pytest.mark.parametrize("body,match", [('{"k": 4,', "is unreadable"), ("[1, 2]", "holds a JSON list")])
+def test_certify_resume_with_a_corrupt_settings_file_names_it(tmp_path, body, match):
+    """A damaged certify_settings.json gave 'error: Expecting property name ...' naming no file ([] a traceback)."""
+    from iclr25.frs.certify_resume import resume_certificates
+
+    path, spath = tmp_path / "certificates.jsonl", tmp_path / "certify_settings.json"
+    path.write_text('{"index": 0}\n')
+    spath.write_text(body)
+    with pytest.raises(ValueError, match=match) as e:
+        resume_certificates(path, spath, {"k": 4}, resume=True)
+    assert str(spath) in str(e.value) and "\n" not in str(e.value)

@@ -316,7 +316,7 @@ def train_classifier(clf, texts: Sequence[Sequence[str]], labels: Sequence[int],
             opt_state = torch.load(ckpt / "optimizer.pt", weights_only=True)
         except Exception as e:  # corrupt / truncated files: a clear error, not a traceback
             raise ValueError(f"--resume: the checkpoint in {ckpt} cannot be read ({type(e).__name__}: {e}); "
-                             "delete the folder or run without --resume") from e
+                             "delete the folder or choose another --out (a run without --resume is refused while it is there)") from e
         old = st.get("settings")
         if old is not None:
             diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))

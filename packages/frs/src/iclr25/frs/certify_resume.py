@@ -73,7 +73,14 @@ def resume_certificates(path: Path, spath: Path, settings: dict, resume: bool) -
     if not spath.is_file():  # written before the first certificate: without it the settings cannot be checked
         raise ValueError(f"--resume: {spath} is missing, so the settings of the certificates in {path} cannot be "
                          "checked; resuming could mix certificates of two settings (use another --out)")
-    old = json.loads(spath.read_text())
+    try:
+        old = json.loads(spath.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:  # was a bare JSON message that named no file
+        raise ValueError(f"--resume: {spath} is unreadable ({e}); the settings of the certificates in {path} "
+                         "cannot be checked (use another --out)") from None
+    if not isinstance(old, dict):
+        raise ValueError(f"--resume: {spath} holds a JSON {type(old).__name__}, not the settings object; the "
+                         f"settings of the certificates in {path} cannot be checked (use another --out)")
     diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
                   and not (k in CONTENT_KEYS and k not in old))  # runs written before the digests
     if diff:

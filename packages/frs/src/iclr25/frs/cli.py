@@ -220,6 +220,13 @@ def _test_sets(cfg, model, n_clean, n_triggered):
     return ds, cx, cy, tx, ty, spans
 
 
+def _fewer_texts(requested: dict[str, int | None], got: dict[str, int]) -> list[str]:
+    """Warnings for each ``--flag N`` that asked for more texts than the data has (it used to be silent)."""
+    what = {"--n-triggered": "texts of a class other than --target"}
+    return [f"{flag} {n}: the data has only {got[flag]} {what.get(flag, 'texts')}; {got[flag]} used"
+            for flag, n in requested.items() if n is not None and got[flag] < n]
+
+
 def _evaluate(cfg: EvaluateConfig) -> int:
     from iclr25.core.jsonl import write_jsonl
     from iclr25.core.runinfo import write_run_files
@@ -232,7 +239,9 @@ def _evaluate(cfg: EvaluateConfig) -> int:
     clf, cinfo = _copies_and_arm(cfg, model)
     m, recs = evaluate_arm(clf, cx, cy, tx, ty, spans, target=cfg.target, alpha=cfg.alpha)
     write_jsonl(out / "predictions.jsonl", recs)
-    m["warnings"] = list(m["warnings"]) + _truncation_warning(model)
+    m["warnings"] = (list(m["warnings"]) + _truncation_warning(model)
+                     + _fewer_texts({"--n-clean": cfg.n_clean, "--n-triggered": cfg.n_triggered},
+                                    {"--n-clean": len(cx), "--n-triggered": len(tx)}))
     res = {"defense": cfg.defense, **m, "copies": cinfo, "smoothing": clf.describe(), "token_unit": model.token_unit,
            "n_clean": len(cx), "n_triggered": len(tx), "label_names": ds.label_names}
     write_run_files(out, cfg, res)
@@ -356,8 +365,8 @@ def _demo(cfg: DemoConfig) -> int:
                             iterations=cfg.iterations, max_span=cfg.max_span, c=cfg.c, alpha=cfg.alpha, seed=cfg.seed)
         v = clf.predict_many([toks])[0]
         c = certify(clf, [toks], alpha=cfg.alpha, votes=[v])[0]
-    for w in caught:
-        print(f"warning: {w.message}")
+    for msg in dict.fromkeys(str(w.message) for w in caught):  # FRSClassifier and certify warn alike: once
+        print(f"warning: {msg}")
     plain = model.predict_proba([toks])[0]
     a, b = v.segment
     print(f"text     : {' '.join(toks)}")

@@ -170,7 +170,7 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
     sep = delimiter or ("," if p.suffix.lower() == ".csv" else "\t")
     data = p.read_bytes()
     try:
-        raw_lines = data.decode("utf-8").splitlines()
+        raw_lines = data.decode("utf-8-sig").splitlines()  # -sig: a BOM (Excel, Notepad) hid the header
     except UnicodeDecodeError as e:
         ln = data[: e.start].count(b"\n") + 1
         raise ValueError(f"{p}:{ln}: not UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
@@ -191,7 +191,7 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
             rows.append((ln, parts))
     else:
         ncols = None
-        with open(p, newline="", encoding="utf-8") as f:
+        with open(p, newline="", encoding="utf-8-sig") as f:
             rd = csv.reader(f, delimiter=sep)
             rows = []
             for parts in rd:
