@@ -61,7 +61,6 @@ TRAIN_FLAG = re.compile(r"^--((.+-)?lr|lr-.+|learning-rate|(.+-)?epochs|grad-acc
 
 #: violations known today, per console script; each must still be one (this dict only shrinks)
 PENDING: dict[str, set[str]] = {
-    "iclr25-frs": {"reproduce: no --workers (a runner flag)"},
     "iclr25-ta-dpfl": {"schedule: --json-out (use --out)", "train: --quick outside reproduce"},
 }
 

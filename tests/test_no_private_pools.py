@@ -80,7 +80,7 @@ def test_scanner_skips_comments_and_docstrings():
 
 #: packages whose reproduce.py does not run its experiments as jobs of iclr25.core.runner yet (the set only
 #: shrinks: a migrated package leaves it)
-NOT_ON_RUNNER: set[str] = {"frs"}
+NOT_ON_RUNNER: set[str] = set()
 RUNNER_USE = re.compile(r"\bfrom\s+iclr25\.core\.runner\s+import\b|\bimport\s+iclr25\.core\.runner\b"
                         r"|\bfrom\s+iclr25\.core\s+import\s+[^\n]*\brunner\b")
 

@@ -292,7 +292,9 @@ class ReproduceConfig(ReproduceOptions):
 
     data: Literal["sst2", "agnews"] = "sst2"
     """Data set of the reproduction (sst2: the spec's; agnews: 4 classes, target Sports)."""
+    workers: int | None = None
+    """Runner worker processes (jobs: setup, then one per seed; default: the CPUs, at most the jobs; 1: in-process)."""
     resume: bool = False
-    """Continue an unfinished run into --out with the same settings: reuse its models and every finished
-    per-seed arm / stage (out/checkpoint/seed<s>.json); the numbers equal an uninterrupted run's."""
+    """Keep the jobs an interrupted run in --out finished (records/: the models' setup, every finished seed);
+    changed settings are refused; the numbers equal an uninterrupted run's."""
 
