@@ -45,7 +45,7 @@ MISSING_EXTRA = {
     "pref-sensitivity": (["heatmap"], ("[plot]",)),
     # Flower's simulation engine (Ray) is the [simulation] extra; a SuperNode/ServerApp runs on the base install
     "ta-dpfl": (["train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "2", "4", "6",
-                 "--min-expected-batch", "1", "--quick"], ("[simulation]",)),
+                 "--min-expected-batch", "1", "--rounds", "10"], ("[simulation]",)),
 }
 
 

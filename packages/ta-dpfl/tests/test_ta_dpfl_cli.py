@@ -131,3 +131,20 @@ def test_schedule_says_when_the_guard_changes_the_plan():
     assert "client 4 " not in text.split("changes this plan")[1]
     text, _ = schedule_table(ScheduleConfig(sigma=2.2, per_round=False))
     assert "guard" not in text
+
+
+def test_train_quick_is_a_deprecated_alias_of_rounds_10(monkeypatch, capsys):
+    """``--quick`` belongs to ``reproduce``: on ``train`` it is rewritten to ``--rounds=10`` with a warning."""
+    from iclr25.ta_dpfl import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_train", lambda cfg: seen.update(cfg=cfg) or 0)
+    with pytest.warns(FutureWarning, match="--quick is deprecated.*use --rounds=10"):
+        assert cli.main(["train", "--quick"]) == 0
+    assert seen["cfg"].rounds == 10 and not hasattr(seen["cfg"], "quick")
+    assert "--quick is deprecated" in capsys.readouterr().err
+
+
+def test_schedule_has_no_json_out_flag(tmp_path):
+    r = run("schedule", "--num-clients", "3", "--rounds", "6", "--json-out", str(tmp_path / "s.json"))
+    assert r.returncode != 0 and "--json-out" in r.stderr

@@ -50,7 +50,7 @@ def test_simulation_without_the_extra_is_one_line_exit_2(monkeypatch, tmp_path, 
 
     _block(monkeypatch, "ray")
     code = main(["train", "--dataset", "digits", "--num-clients", "3", "--epsilons", "2", "4", "6",
-                 "--min-expected-batch", "1", "--quick", "--out", str(tmp_path)])
+                 "--min-expected-batch", "1", "--rounds", "10", "--out", str(tmp_path)])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(err) == 1, err
     assert '[simulation]' in err[0] and 'pip install "iclr25-ta-dpfl[simulation]"' in err[0]

@@ -85,7 +85,7 @@ def schedule_table(cfg: ScheduleConfig) -> tuple[str, list[dict]]:
 def _schedule(cfg: ScheduleConfig) -> int:
     text, data = schedule_table(cfg)  # BudgetInfeasibleError is a ValueError: run_cli prints it
     print(text)
-    path = cfg.json_out if cfg.json_out is not None else Path(cfg.out) / "schedule.json"
+    path = Path(cfg.out) / "schedule.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(f"{len(data)} client schedules; written to {path}")
@@ -93,15 +93,14 @@ def _schedule(cfg: ScheduleConfig) -> int:
 
 
 def specs_from_train_config(cfg: TrainConfig) -> list[FederationSpec]:
-    """One :class:`FederationSpec` per seed (quick preset: 10 rounds)."""
+    """One :class:`FederationSpec` per seed."""
     check_groups(cfg.epsilons, cfg.rhos)
-    rounds = 10 if cfg.quick else cfg.rounds
     eps = group_budgets(cfg.epsilons, cfg.num_clients)
     rhos = group_budgets(cfg.rhos, cfg.num_clients)
     return [
         FederationSpec(
             method=cfg.method, epsilons=eps, rhos=rhos, delta=cfg.delta, sigma=cfg.sigma,
-            max_grad_norm=cfg.max_grad_norm, rounds=rounds, local_steps=cfg.local_steps, transition=cfg.transition,
+            max_grad_norm=cfg.max_grad_norm, rounds=cfg.rounds, local_steps=cfg.local_steps, transition=cfg.transition,
             lr=cfg.lr, hidden=cfg.hidden, dataset=cfg.dataset, csv_path=str(cfg.csv_path) if cfg.csv_path else None,
             label_column=cfg.label_column, model_factory=cfg.model_factory,
             split_seed=cfg.split_seed, seed=s, min_expected_batch=cfg.min_expected_batch,
@@ -211,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "flwr-app": Command(FlwrAppConfig, _flwr_app, "write a Flower app folder that runs the installed package "
                                 "(flwr run FOLDER, no checkout needed)"),
             "train": Command(TrainConfig, _train, "train one method (Flower simulation or in-process)",
-                             deprecated={"--output-dir": "--out"}),
+                             deprecated={"--output-dir": "--out", "--quick": "--rounds=10"}),
             "reproduce": reproduce_command("ta-dpfl", "iclr25.ta_dpfl.reproduce:reproduce", __version__,
                                            config=TaReproduceOptions,
                                            help="CPU-scale reproduction on Adult and digits (results.json/md)"),

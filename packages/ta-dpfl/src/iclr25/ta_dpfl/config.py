@@ -9,7 +9,6 @@ groups ``ε ∈ {1, 2, 4}``, ``δ = 1e-5`` (paper setting, Sec. 5), ``σ = 1.5``
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -185,15 +184,8 @@ class ScheduleConfig(CommonOptions):
     """m_n for the expected batch column and the δ >= 1/m_n warning (None: unknown)."""
     per_round: bool = True
     """Also print the per-round ε table."""
-    json_out: Path | None = None
-    """Deprecated (use --out; the schedules go to OUT/schedule.json)."""
     min_expected_batch: float = 20.0
     """The guard ``q·m_n >= this`` that ``train`` applies (spec: 20): clients below it are named (0: off)."""
-
-    def __post_init__(self) -> None:
-        if self.json_out is not None:
-            warnings.warn("--json-out is deprecated and will be removed in the next minor release; use --out "
-                          "(writes OUT/schedule.json)", FutureWarning, stacklevel=2)
 
 
 @dataclass(kw_only=True)
@@ -249,8 +241,6 @@ class TrainConfig(CommonOptions, SeedsOption):
     """Continue from the last per-round checkpoint in --out."""
     num_cpus: int = 2
     """CPUs given to Ray (one per ClientApp actor)."""
-    quick: bool = False
-    """CPU-scale preset: 10 rounds."""
 
 
 @dataclass(kw_only=True)
