@@ -66,3 +66,43 @@ def test_cli_attack_reads_own_jsonl_fields_and_fails_in_one_line(tmp_path, capsy
     assert main([*base, "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no field 'text'" in err and "'sentence'" in err, err
+
+
+def test_unknown_only_texts_are_detected_by_the_tiny_model_and_a_wordpiece_tokenizer():
+    from iclr25.frs.hf import _TokenMixin
+    from iclr25.frs.models import TinyClassifier, Vocab
+
+    clf = TinyClassifier.create(Vocab.build([["good", "film"]], min_count=1), 2, d_model=8, n_heads=2, d_ff=8)
+    assert clf.unknown_only([["good", "zzz"], ["zzz", "qqq"], ["[UNK]"], ["[MASK]"]]) == [False, True, True, False]
+
+    class Tok:  # a WordPiece-like stub: words outside {good, film} are one [UNK] piece
+        unk_token_id = 100
+
+        def tokenize(self, s):
+            return [w if w in ("good", "film") else "[UNK]" for w in s.split()]
+
+        def convert_tokens_to_ids(self, pieces):
+            return [{"good": 1, "film": 2}.get(p, 100) for p in pieces]
+
+    m = _TokenMixin()
+    m.tokenizer, m.token_unit = Tok(), "whitespace"
+    assert m.unknown_only([["good", "☃"], ["☃", "☂"]]) == [False, True]
+    m.tokenizer.unk_token_id = None  # byte-level BPE: no unknown token, cannot happen
+    assert m.unknown_only([["☃"]]) is None
+
+
+def test_evaluate_warns_once_counting_texts_of_only_unknown_words(tmp_path, tiny_tsv, capsys):
+    """A test file in another language (every word unknown to the model) was evaluated without a word."""
+    a = tmp_path / "a"
+    assert main(["attack", "--data", str(tiny_tsv), "--n-train", "120", "--d-model", "8", "--d-ff", "8", "--epochs",
+                 "1", "--out", str(a), "--quiet", "--device", "cpu"]) == 0
+    rows = [("der Film ist gut", 1), ("ein langweiliger Film", 0), ("the movie is good", 1), ("sehr schlecht", 0)]
+    data = _write(tmp_path / "de.tsv", "sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    capsys.readouterr()
+    e = tmp_path / "e"
+    assert main(["evaluate", "--model", str(a / "model"), "--data", str(data), "--k", "2", "--iterations", "2",
+                 "--n-random", "2", "--n-triggered", "0", "--out", str(e), "--quiet", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if "only of words the model does not know" in ln]
+    assert len(lines) == 1 and lines[0].startswith("warning: 3 of 4 test texts consist only of words"), out
+    assert any("3 of 4 test texts" in w for w in json.loads((e / "results.json").read_text())["warnings"])
