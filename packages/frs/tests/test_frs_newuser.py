@@ -106,3 +106,11 @@ def test_evaluate_warns_once_counting_texts_of_only_unknown_words(tmp_path, tiny
     lines = [ln for ln in out.splitlines() if "only of words the model does not know" in ln]
     assert len(lines) == 1 and lines[0].startswith("warning: 3 of 4 test texts consist only of words"), out
     assert any("3 of 4 test texts" in w for w in json.loads((e / "results.json").read_text())["warnings"])
+
+
+def test_jsonl_with_a_bom_and_own_fields(tmp_path):
+    """A JSONL saved by Notepad (UTF-8 BOM) failed at line 1 as invalid JSON (the core reader now skips the BOM)."""
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + b'{"sentence": "good film", "y": 1}\r\n{"sentence": "bad film", "y": 0}\r\n')
+    ds = load_dataset(str(p), text_column="sentence", label_column="y")
+    assert ds.texts == ["good film", "bad film"] and ds.labels == [1, 0]
