@@ -316,3 +316,20 @@ def test_deterministic_cuda_sets_and_restores_the_torch_flags():
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
             torch.backends.cudnn.benchmark) == before
+
+
+def test_model_warnings_are_printed_once_on_the_command_line():
+    """The near-chance and two-class warnings were each printed twice on stderr (a ``UserWarning`` and a
+    log line of the same text); as a command prints them (the core's logging set-up), each comes once."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom iclr25.core.progress import configure_logging\nconfigure_logging(False)\n"
+            "from iclr25.agpd import AGPDConfig\nfrom iclr25.agpd.detector import check_model_fit, identify_targets\n"
+            "check_model_fit(0.08, 10, 100)\nidentify_targets(torch.rand(3, 2), AGPDConfig())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("8.0 % of the 100 clean samples") == 1, r.stderr
+    assert r.stderr.count("the robust z-score is at most") == 1, r.stderr

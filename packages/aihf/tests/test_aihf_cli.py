@@ -168,3 +168,12 @@ def test_packaged_presets_load_by_name():
     assert all(preset_path(n).is_file() for n in PRESETS)
     with pytest.raises(ValueError, match="packaged presets"):
         preset_path("nope")
+
+
+@pytest.mark.parametrize("flag", [["--config", "hh_pythiaa"], ["--config=hh_pythiaa"]])
+def test_unknown_preset_name_on_the_command_line_lists_the_presets(flag, capsys):
+    """`--config hh_pythiaa` (a typo) said only "config file hh_pythiaa does not exist", not which presets exist."""
+    assert main(["train", *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "hh_pythiaa: no such file, and not a packaged preset (the presets are hh_pythia, accelerate_ds)" in err

@@ -62,6 +62,17 @@ def test_config_file_errors(tmp_path):
         load_config_file(p)
 
 
+@pytest.mark.parametrize("name,text", [("c.json", '{"lr": 0.5}'), ("c.yaml", "lr: 0.5  # reason\n")])
+def test_config_file_with_a_utf8_bom_is_read(tmp_path, name, text):
+    """A JSON config saved with a BOM failed with 'Unexpected UTF-8 BOM' (line 1)."""
+    p = tmp_path / name
+    p.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_config_file(p) == {"lr": 0.5}
+    p.write_bytes(b"lr: 0.5\nname: caf\xe9\n")  # Latin-1, not UTF-8: one line naming the file and line
+    with pytest.raises(ConfigError, match=r"c\.(json|yaml): line 2: not UTF-8"):
+        load_config_file(p)
+
+
 def test_run_cli_precedence(tmp_path, capsys):
     seen = []
     cmds = {"train": Command(TrainConfig, lambda c: seen.append(c) or 0, "train it")}

@@ -189,6 +189,18 @@ def test_read_jsonl_names_the_line(tmp_path):
     assert [n for n, _ in iter_jsonl(p)] == [1, 3]
 
 
+def test_jsonl_with_a_utf8_bom_is_read_not_a_malformed_line(tmp_path):
+    """A file saved by Notepad / Excel starts with a UTF-8 BOM: line 1 was reported as invalid JSON."""
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + '{"prompt": "caf\u00e9", "id": 1}\r\n{"prompt": "b", "id": 2}\r\n'.encode())
+    assert read_jsonl(p, required=["prompt"]) == [{"prompt": "caf\u00e9", "id": 1}, {"prompt": "b", "id": 2}]
+    assert [n for n, _ in iter_jsonl(p)] == [1, 2]
+    # only a leading BOM is one: a BOM inside the file is still an error at its line
+    p.write_bytes(b'{"id": 1}\n\xef\xbb\xbf{"id": 2}\n')
+    with pytest.raises(JsonlError, match=r"bom\.jsonl:2: invalid JSON"):
+        read_jsonl(p)
+
+
 def test_torn_tail_is_dropped_and_append_starts_a_new_line(tmp_path, caplog):
     p = tmp_path / "cache.jsonl"
     append_jsonl(p, [{"id": 1}, {"id": 2}])

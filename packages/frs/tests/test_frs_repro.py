@@ -8,12 +8,18 @@ from iclr25.frs import reproduce as rep
 
 
 @pytest.mark.realdata
-def test_reproduce_miniature(tmp_path, monkeypatch, mirror):
+def test_reproduce_miniature(tmp_path, monkeypatch, mirror, capfd, caplog):
     mirror("sst2/train_sub.tsv")
     small = dict(rep.QUICK, n_attack=300, attack_epochs=1, n_finetune=200, n_clean=20, n_triggered=12, k=2,
                  iterations=4, n_empirical=4, empirical_samples=3, d_model=16, d_ff=32)
     monkeypatch.setattr(rep, "QUICK", small)
-    claims = rep.reproduce(True, tmp_path, seeds=[0, 1])
+    with caplog.at_level("WARNING", logger="iclr25.frs"):
+        claims = rep.reproduce(True, tmp_path, seeds=[0, 1])
+    # the few-votes warning was printed once per arm and seed (8 times, with source lines) by the workers: now
+    # one log line per distinct warning, naming the arms
+    assert "FewVotesWarning" not in capfd.readouterr().err
+    few = [r.getMessage() for r in caplog.records if "N = 4 votes" in r.getMessage()]
+    assert len(few) == 1 and "arm(s) uniform, frs;" in few[0], few
     assert [c.name for c in claims] == list(rep.CLAIM_NAMES)
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert len(m["per_seed"]) == 2 and set(m["aggregate"]) == set(rep.ARM_ORDER)

@@ -126,3 +126,14 @@ def test_packaged_preset_by_name_and_deprecated_save_every(monkeypatch, capsys):
     assert "use --checkpoint-every" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown preset"):
         preset_path("tiny")
+
+
+@pytest.mark.parametrize("flag", [["--config", "tiny_knowlege"], ["--config=tiny_knowlege"]])
+def test_unknown_preset_name_on_the_command_line_lists_the_presets(flag, capsys):
+    """`--config tiny_knowlege` (a typo) said only "config file tiny_knowlege does not exist"."""
+    from iclr25.prereq_tune.config import PRESETS
+
+    assert main(["train-knowledge", *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"tiny_knowlege: no such file, and not a packaged preset (the presets are {', '.join(PRESETS)})" in err

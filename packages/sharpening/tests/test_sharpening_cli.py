@@ -238,3 +238,12 @@ def test_config_section_is_selected_and_flags_override(tiny_model_dir, prompts_f
     cfg = json.loads((out / "config.json").read_text())
     cfg = cfg.get("config", cfg)
     assert cfg["n"] == 3 and cfg["num_prompts"] == 200 and cfg["max_new_tokens"] == 4
+
+
+@pytest.mark.parametrize("flag", [["--config", "quik"], ["--config=quik"]])
+def test_unknown_preset_name_on_the_command_line_lists_the_presets(flag, capsys):
+    """`--config quik` (a typo) said only "config file quik does not exist", not which presets exist."""
+    assert main(["bon", *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "quik: no such file, and not a packaged preset (the presets are quick, paper)" in err

@@ -7,7 +7,6 @@ runs on synthetic gradients too); :class:`AGPD` computes them from a model first
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -21,8 +20,6 @@ from .config import AGPDConfig
 from .gcd import closeness, cosine, cvbt
 from .gradients import activation_gradients
 from .stats import GAMMA, js_between, js_trace, robust_z, select_stop
-
-log = logging.getLogger("iclr25.agpd")
 
 __all__ = ["check_model_fit", "DetectionResult", "FilterResult", "clean_bases", "cvbt_matrix", "identify_targets",
            "filter_target_class", "detect_from_gradients", "AGPD"]
@@ -135,8 +132,7 @@ def identify_targets(rho: Tensor, cfg: AGPDConfig) -> tuple[int, list[int], Tens
         msg = (f"{rho.shape[1]} classes: the robust z-score is at most 1/1.4826 = 0.674 whatever rho is (the "
                f"median of {rho.shape[1]} values and their MAD), below tau_z = {cfg.tau_z:.4g}, so Stage 2 names a "
                "target only through the rho > fallback_rho rule; AGPD needs 3 or more classes to identify one")
-        warnings.warn(msg, UserWarning, stacklevel=3)
-        log.warning(msg)
+        warnings.warn(msg, UserWarning, stacklevel=3)  # once: a log line of the same text printed it twice
     z = torch.stack([robust_z(r, one_sided=cfg.one_sided_z, eps=cfg.z_eps) for r in rho])
     zmax = torch.nan_to_num(z, posinf=1e300, neginf=-1e300).max(1).values
     li = int(torch.argmax(zmax))
@@ -227,7 +223,7 @@ NEAR_CHANCE = 2.0
 
 
 def check_model_fit(clean_acc: float, num_classes: int, n_clean: int) -> bool:
-    """Warn (``UserWarning`` + log) when the model classifies the defender's clean set near chance:
+    """Warn (one ``UserWarning``, printed once on the command line) when the model classifies the defender's clean set near chance:
     below ``NEAR_CHANCE / K`` (20 % for 10 classes). AGPD reads the gradients of a model trained on
     the untrustworthy set; an untrained model, the wrong weights or inputs normalised differently
     from training give gradients that say nothing about a backdoor. Returns True when it warned."""
@@ -236,8 +232,7 @@ def check_model_fit(clean_acc: float, num_classes: int, n_clean: int) -> bool:
                f"(chance {100 / num_classes:.1f} % for {num_classes} classes): AGPD's gradients mean nothing for a "
                "model that has not learned the task; check the model file, its training and the input "
                "normalisation")
-        warnings.warn(msg, UserWarning, stacklevel=3)
-        log.warning(msg)
+        warnings.warn(msg, UserWarning, stacklevel=3)  # once: a log line of the same text printed it twice
         return True
     return False
 

@@ -65,7 +65,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
-    text = p.read_text(encoding="utf-8")
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")  # -sig: a BOM (Notepad) would fail JSON at line 1
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{p}: line {line}: not UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8") from None
     try:
         if p.suffix.lower() in (".yaml", ".yml"):
             import yaml

@@ -54,6 +54,8 @@ def iter_jsonl(path: str | Path, *, required: Sequence[str] = (), nonempty: Sequ
             (a write cut off by a crash) is skipped with a warning; ``"error"``: it is an error.
         skip_blank: skip empty lines (otherwise they are errors).
 
+    The file is UTF-8; a leading UTF-8 byte-order mark is skipped (read as ``utf-8-sig``).
+
     Raises:
         FileNotFoundError: ``path`` does not exist.
         JsonlError: ``FILE:LINE: ...`` for invalid JSON, a non-object, a missing or empty field.
@@ -63,6 +65,8 @@ def iter_jsonl(path: str | Path, *, required: Sequence[str] = (), nonempty: Sequ
         raise FileNotFoundError(f"{p}: no such file")
     with open(p, "rb") as fh:
         data = fh.read()
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM (Notepad, Excel) is an encoding mark, not a bad line 1
+        data = data[3:]
     lines = data.split(b"\n")
     ends_with_newline = data.endswith(b"\n")
     if ends_with_newline:

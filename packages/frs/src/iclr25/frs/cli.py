@@ -111,6 +111,21 @@ def _truncation_warning(model) -> list[str]:
             "length and truncated: the model never saw their tail, while L and the radius count every token"]
 
 
+def _unknown_only_warning(model, toks, what: str = "texts") -> list[str]:
+    """One warning counting the texts made only of words the model does not know (each maps to its unknown token,
+    so the model sees no content); empty when there are none or the model cannot tell."""
+    fn = getattr(model, "unknown_only", None)
+    flags = fn(toks) if fn is not None else None
+    n = sum(flags) if flags else 0
+    if not n:
+        return []
+    i = flags.index(True)
+    return [f"{n} of {len(toks)} {what} consist only of words the model does not know (every token maps to its "
+            f"unknown token, e.g. {' '.join(toks[i])[:60]!r}): the model sees no content in them, so their "
+            "predictions and certificates say nothing about the text; check the data's language, case and "
+            "tokenisation against the model's"]
+
+
 def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, default=float) + "\n")
@@ -183,6 +198,9 @@ def _finetune(cfg: FinetuneConfig) -> int:
         raise ValueError(f"no phrases left after --skip {cfg.skip} (the data has {len(toks)})")
     bcfg = BMPSConfig(top_layers=cfg.top_layers, sigma=cfg.sigma if cfg.bmps else 0.0, clip_norm=cfg.clip_norm,
                       lr=cfg.lr, epochs=cfg.epochs, batch_size=cfg.batch_size, noise=cfg.noise, seed=cfg.seed)
+    unknown = _unknown_only_warning(model, [toks[i] for i in idx], "training texts")
+    for w in unknown:  # before training: a user can stop a run on the wrong data
+        print(f"warning: {w}")
     hist = bmps_finetune(model, [toks[i] for i in idx], [ds.labels[i] for i in idx], bcfg, out=out,
                          resume=cfg.resume, quiet=cfg.quiet)
     mdir = out / "model"
@@ -193,7 +211,7 @@ def _finetune(cfg: FinetuneConfig) -> int:
     model.save(mdir)
     (mdir / "bmps.json").write_text((out / "bmps.json").read_text())
     ds.save_label_map(out / "label_map.json")
-    write_run_files(out, cfg, {"history": hist, "n_train": len(idx), "bmps": bcfg.__dict__})
+    write_run_files(out, cfg, {"history": hist, "n_train": len(idx), "bmps": bcfg.__dict__, "warnings": unknown})
     print(f"fine-tuned on {len(idx)} clean texts ({'BMPS σ=' + str(bcfg.sigma) if cfg.bmps else 'no BMPS, σ=0'}, "
           f"H={cfg.top_layers}, clip {cfg.clip_norm}), {cfg.epochs} epoch(s), train acc {hist[-1]['train_acc']:.1f}% "
           f"-> {mdir}")
@@ -213,11 +231,13 @@ def _test_sets(cfg, model, n_clean, n_triggered):
                          f"{getattr(model, 'label_names', '')}); the attack success rate would be 0 by construction")
     idx = _subset(len(toks), n_clean, seed=1)
     cx, cy = [toks[i] for i in idx], [ds.labels[i] for i in idx]
-    tx, ty, spans = [], [], []
+    tx, ty, spans, src = [], [], [], []
     if n_triggered != 0:
         trig = cfg.trigger.split() if model.token_unit == "whitespace" else model.tokenize(cfg.trigger)
-        tx, ty, spans, _ = triggered_set(toks, ds.labels, trigger=trig, target=cfg.target, n=n_triggered, seed=cfg.seed)
-    return ds, cx, cy, tx, ty, spans
+        tx, ty, spans, src = triggered_set(toks, ds.labels, trigger=trig, target=cfg.target, n=n_triggered,
+                                           seed=cfg.seed)
+    used = sorted({int(i) for i in idx} | {int(i) for i in src})  # the texts read, triggered ones before the trigger
+    return ds, cx, cy, tx, ty, spans, _unknown_only_warning(model, [toks[i] for i in used], "test texts")
 
 
 def _fewer_texts(requested: dict[str, int | None], got: dict[str, int]) -> list[str]:
@@ -235,11 +255,11 @@ def _evaluate(cfg: EvaluateConfig) -> int:
 
     out = Path(cfg.out)
     model = _load_model(cfg.model, _device(cfg.device), token_unit=cfg.token_unit)
-    ds, cx, cy, tx, ty, spans = _test_sets(cfg, model, cfg.n_clean, cfg.n_triggered)
+    ds, cx, cy, tx, ty, spans, unknown = _test_sets(cfg, model, cfg.n_clean, cfg.n_triggered)
     clf, cinfo = _copies_and_arm(cfg, model)
     m, recs = evaluate_arm(clf, cx, cy, tx, ty, spans, target=cfg.target, alpha=cfg.alpha)
     write_jsonl(out / "predictions.jsonl", recs)
-    m["warnings"] = (list(m["warnings"]) + _truncation_warning(model)
+    m["warnings"] = (list(m["warnings"]) + unknown + _truncation_warning(model)
                      + _fewer_texts({"--n-clean": cfg.n_clean, "--n-triggered": cfg.n_triggered},
                                     {"--n-clean": len(cx), "--n-triggered": len(tx)}))
     res = {"defense": cfg.defense, **m, "copies": cinfo, "smoothing": clf.describe(), "token_unit": model.token_unit,
@@ -273,7 +293,7 @@ def _certify(cfg: CertifyConfig) -> int:
     if world > 1 and dev == "cuda":
         dev = f"cuda:{local}"
     model = _load_model(cfg.model, dev, token_unit=cfg.token_unit)
-    ds, cx, cy, tx, ty, spans = _test_sets(cfg, model, cfg.n, cfg.n if cfg.triggered else 0)
+    ds, cx, cy, tx, ty, spans, unknown = _test_sets(cfg, model, cfg.n, cfg.n if cfg.triggered else 0)
     texts, labels = (tx, ty) if cfg.triggered else (cx, cy)
     clf, cinfo = _copies_and_arm(cfg, model)
     path = out / (f"certificates.shard{rank}.jsonl" if world > 1 else "certificates.jsonl")
@@ -302,7 +322,7 @@ def _certify(cfg: CertifyConfig) -> int:
                 recs.append(r)
             append_jsonl(path, recs)
     warns = sorted({str(w.message) for w in caught if issubclass(w.category, UserWarning)} | set(clf.warnings))
-    warns += _truncation_warning(model)
+    warns += unknown + _truncation_warning(model)
     if world > 1:
         (out / f"certificates.shard{rank}.done").write_text("done\n")
         if rank != 0:
@@ -366,6 +386,8 @@ def _demo(cfg: DemoConfig) -> int:
         v = clf.predict_many([toks])[0]
         c = certify(clf, [toks], alpha=cfg.alpha, votes=[v])[0]
     for msg in dict.fromkeys(str(w.message) for w in caught):  # FRSClassifier and certify warn alike: once
+        print(f"warning: {msg}")
+    for msg in _unknown_only_warning(model, [cfg.text.split()], "texts"):
         print(f"warning: {msg}")
     plain = model.predict_proba([toks])[0]
     a, b = v.segment

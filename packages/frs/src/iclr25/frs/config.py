@@ -43,9 +43,9 @@ class DataOptions:
     data: str = "sst2"
     """Data: a named mirror (sst2, agnews; read from ICLR25_DATA) or a .tsv / .csv / .jsonl file."""
     text_column: str = "auto"
-    """TSV/CSV text column: header name, 0-based index, or auto (sentence/text, else column 0)."""
+    """TSV/CSV text column: header name, 0-based index, or auto (sentence/text, else column 0); JSONL: field name (auto: text)."""
     label_column: str = "auto"
-    """TSV/CSV label column: header name, 0-based index, or auto (label, else column 1)."""
+    """TSV/CSV label column: header name, 0-based index, or auto (label, else column 1); JSONL: field name (auto: label)."""
     header: Literal["auto", "yes", "no"] = "auto"
     """Whether the TSV/CSV has a header row (auto: a first row naming sentence/text and label)."""
     labels: tuple[str, ...] | None = None

@@ -238,21 +238,28 @@ def load_table(path: str | Path, *, text_column: str = "auto", label_column: str
 
 def load_jsonl(path: str | Path, *, text_field: str = "text", label_field: str = "label",
                labels: Sequence[str] | None = None) -> TextDataset:
-    """Read JSONL lines ``{"text": ..., "label": ...}`` (label int or string).
+    """Read JSONL lines ``{"text": ..., "label": ...}`` (label int or string); ``text_field`` and
+    ``label_field`` name other fields (the CLI's ``--text-column`` / ``--label-column``).
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError (``JsonlError``): ``FILE:LINE`` for invalid JSON, a missing field, an empty text,
-            a label outside the declared set.
+        ValueError (``JsonlError``): ``FILE:LINE`` for invalid JSON, a missing field (naming the
+            fields the line has), an empty text, a label outside the declared set.
     """
-    from iclr25.core.jsonl import iter_jsonl
+    from iclr25.core.jsonl import JsonlError, iter_jsonl
 
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"data file {p} does not exist")
     texts, raw, where = [], [], []
-    for ln, rec in iter_jsonl(p, required=(text_field, label_field), nonempty=(text_field,)):
+    for ln, rec in iter_jsonl(p):
+        for fld, what in ((text_field, "text"), (label_field, "label")):
+            if fld not in rec:
+                raise JsonlError(f"{p}:{ln}: no field {fld!r} (the line has fields {sorted(rec)}); name the {what} "
+                                 f"field with --{what}-column FIELD ({what}_field= in Python)")
         t = rec[text_field]
+        if isinstance(t, str) and not t.strip():
+            raise JsonlError(f"{p}:{ln}: field {text_field!r} is empty")
         if not isinstance(t, str):
             raise ValueError(f"{p}:{ln}: field {text_field!r} must be a string, got {type(t).__name__}")
         lab = rec[label_field]
@@ -288,7 +295,8 @@ def from_list(texts: Sequence[str], labels: Sequence[int | str], label_names: Se
 def load_dataset(name_or_path: str, split: str = "train", *, text_column: str = "auto", label_column: str = "auto",
                  header: str = "auto", labels: Sequence[str] | None = None) -> TextDataset:
     """A named mirror (``sst2``, ``agnews``; split ``train`` or ``test``) or a file (``.tsv``, ``.csv``,
-    ``.jsonl``; ``split`` ignored).
+    ``.jsonl``; ``split`` ignored). For JSONL, ``text_column`` / ``label_column`` are field names
+    (``"auto"``: ``text`` / ``label``) and ``header`` must stay ``"auto"``.
 
     Raises:
         FileNotFoundError: a missing file or mirror (the message says where it was looked for).
@@ -308,7 +316,11 @@ def load_dataset(name_or_path: str, split: str = "train", *, text_column: str = 
         raise FileNotFoundError(f"data {name_or_path!r}: no such file, and not a named data set "
                                 f"({sorted(NAMED)})")
     if p.suffix.lower() == ".jsonl":
-        return load_jsonl(p, labels=labels)
+        if header != "auto":
+            raise ValueError(f"--header {header} applies to TSV/CSV files; {p} is JSONL (one object per line, no "
+                             "header row): drop --header")
+        return load_jsonl(p, text_field="text" if text_column == "auto" else text_column,
+                          label_field="label" if label_column == "auto" else label_column, labels=labels)
     return load_table(p, text_column=text_column, label_column=label_column, header=header, labels=labels)
 
 

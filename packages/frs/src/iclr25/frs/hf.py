@@ -87,6 +87,20 @@ class _TokenMixin:
     def tokenize(self, text: str) -> list[str]:
         return text.split() if self.token_unit == "whitespace" else list(self.tokenizer.tokenize(text))
 
+    def unknown_only(self, batch: Sequence[Sequence[str]]) -> list[bool] | None:
+        """Per token list, whether all its model pieces are the tokenizer's unknown token (WordPiece: a word of
+        characters outside the vocabulary); ``None`` for a tokenizer without one (byte-level BPE: never)."""
+        tok = self.tokenizer
+        unk = getattr(tok, "unk_token_id", None)
+        if unk is None:
+            return None
+        out = []
+        for t in batch:
+            pieces = tok.tokenize(" ".join(t)) if self.token_unit == "whitespace" else list(t)
+            ids = tok.convert_tokens_to_ids(pieces)
+            out.append(bool(ids) and all(i == unk for i in ids))
+        return out
+
     def _special_template(self) -> tuple[list[int], list[int]]:
         """The special ids the tokenizer puts before / after one sequence (e.g. [CLS] / [SEP])."""
         cached = getattr(self, "_template", None)

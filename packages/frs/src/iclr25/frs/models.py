@@ -326,6 +326,11 @@ class TorchTextClassifier:
         """Split a raw string into this model's token units (whitespace by default)."""
         return text.split()
 
+    def unknown_only(self, batch: Sequence[Sequence[str]]) -> list[bool] | None:
+        """Per token list, whether every token maps to the model's unknown token (the model sees no word it
+        knows); ``None`` when the model cannot tell (no unknown token)."""
+        return None
+
     def predict_proba(self, batch: Sequence[Sequence[str]]) -> np.ndarray:
         """Class probabilities ``float64[B, C]`` for ``B`` token lists (eval mode, no grad)."""
         if len(batch) == 0:
@@ -396,6 +401,10 @@ class TinyClassifier(TorchTextClassifier):
 
     def tokenize(self, text: str) -> list[str]:
         return (text.lower() if self.lowercase else text).split()
+
+    def unknown_only(self, batch):
+        unk = self.vocab.stoi[UNK]
+        return [bool(toks) and all(self.vocab.stoi.get(t, unk) == unk for t in toks) for toks in batch]
 
     def encode(self, batch):
         ids, mask, trunc = self.vocab.encode(batch, self.module.spec.max_len)

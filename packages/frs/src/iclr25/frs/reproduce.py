@@ -100,6 +100,9 @@ def claims_from_records(records: dict, p: dict, quick: bool, seeds: list[int], d
     per_seed = [none_to_nan(records[f"seed{s}"]["result"]) for s in seeds]
     agg = aggregate(per_seed)
     warns = sorted({w for r in per_seed for arm in ARM_ORDER for w in r[arm]["warnings"]})
+    for w in warns:  # once each (the seed jobs keep them quiet: they came once per arm and seed)
+        arms = [a for a in ARM_ORDER if any(w in r[a]["warnings"] for r in per_seed)]
+        log.warning("certifier warning (arm(s) %s; also in metrics.json and the claim notes): %s", ", ".join(arms), w)
     stage_seconds = setup["train_seconds"] + sum(
         r[a].get(k, 0.0) for r in per_seed for a in ARM_ORDER for k in ("seconds", "empirical_seconds"))
     names = list(setup["label_names"])

@@ -84,6 +84,9 @@ def _section_config(argv: list[str]) -> tuple[list[str], str | None]:
         if path is None:
             continue
         p = Path(path)
+        if path not in PRESETS and not p.exists():  # the core would say only "config file X does not exist"
+            raise ValueError(f"--config {path}: no such file, and not a packaged preset (the presets are "
+                             f"{', '.join(PRESETS)}); give a preset name or a YAML file")
         if path in PRESETS and not p.exists():          # a packaged preset by name
             p = preset_path(path)
             argv = list(argv)
@@ -116,7 +119,11 @@ def _section_config(argv: list[str]) -> tuple[list[str], str | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point ``iclr25-sharpening``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    args, tmp = _section_config(args)
+    try:
+        args, tmp = _section_config(args)
+    except ValueError as e:
+        print(f"{PROG} {args[0]}: error: {e}", file=sys.stderr)
+        return 2
     try:
         return run_cli(PROG, "Sharpening (ICLR 2025): self-improvement by best-of-N on a model's own likelihood, "
                        "amortised by SFT or RLHF.", COMMANDS, args, version=__version__)
