@@ -157,3 +157,56 @@ def test_compare_table(tmp_path, capsys):
     assert set(res["summary"]) == {"offline", "sw", "uniform", "stratified", "insertion"}
     assert res["solver_status"]["sw/fit"]["optimal"] == 2
     assert (tmp_path / "c" / "compare.md").read_text().count("| sw |") == 2
+
+
+def test_empty_colour_value_is_named_not_a_new_colour(tmp_path):
+    """A row whose protected attribute is missing stops the run naming the line (trial s52: it became colour '')."""
+    f = tmp_path / "s.csv"
+    rows = ["x,y,g"] + [f"{i},{i % 7},{'ab'[i % 2]}" for i in range(60)]
+    rows[12] = "11,4,"
+    f.write_text("\n".join(rows) + "\n")
+    p = run("stream", "--data", str(f), "--color-column", "g", "--window", "20", "--coreset-size", "5",
+            "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "s.csv:13: colour column 'g' is empty" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_stream_resume_with_evaluate_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    """--resume --evaluate refills the exact window up to the checkpoint (trial s52: it refilled it from the end
+    of the first chunk, so the first queries after the resume had a wrong window_eval), and results.json counts
+    the statuses of every query, not only those after the resume."""
+    from iclr25.sw_fair_clustering import commands
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path)
+    base = ["stream", "--data", str(f), "--color-column", "sex", "--window", "600", "--coreset-size", "40",
+            "--quiet", "--evaluate"]
+    assert main([*base, "--out", str(tmp_path / "full")]) == 0
+    calls = {"n": 0}
+    orig = commands._query_record
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return orig(*a, **k)
+
+    monkeypatch.setattr(commands, "_query_record", boom)
+    assert main([*base, "--out", str(tmp_path / "cut")]) == 130
+    monkeypatch.setattr(commands, "_query_record", orig)
+    assert main([*base, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+
+    def load(d):
+        recs = [json.loads(x) for x in (tmp_path / d / "queries.jsonl").read_text().splitlines()]
+        for r in recs:
+            r.pop("seconds")
+        return recs
+
+    full, cut = load("full"), load("cut")
+    assert len(full) == len(cut) == 16
+    for a, b in zip(full, cut):
+        assert a["window_eval"]["fair_cost"] == pytest.approx(b["window_eval"]["fair_cost"], rel=1e-9), a["t"]
+        assert a["window_eval"]["color_weight_error"] == pytest.approx(b["window_eval"]["color_weight_error"],
+                                                                       abs=1e-12)
+    res = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert res["queries"] == 16 and sum(res["statuses"].values()) == 16

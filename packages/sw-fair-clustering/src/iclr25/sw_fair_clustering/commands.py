@@ -72,6 +72,8 @@ class _Source:
             self.names = list(self.sd.color_names)
             self.stats = self.sd.standardization
             self.n = len(self.sd)
+            if self.n == 0:
+                raise ValueError(f"{cfg.data or cfg.dataset}: no data points")
             self.feature_names = self.sd.feature_names
             return
         # CSV: a first pass fixes the colour set and the whole-file mean / sd (never two copies in memory)
@@ -250,13 +252,21 @@ def run_stream(cfg: StreamConfig) -> int:
     _write_json(out / "colors.json", {str(i): v for i, v in enumerate(names)})
     ring = _Ring(cfg.window) if cfg.evaluate else None
     if ring is not None and sw.t:
-        for X, c, _ in src.chunks(max(0, sw.t - cfg.window)):  # refill the exact window for --evaluate
+        pos = max(0, sw.t - cfg.window)
+        for X, c, _ in src.chunks(pos):  # refill the exact window for --evaluate: the points up to the checkpoint
+            X, c = X[: sw.t - pos], c[: sw.t - pos]
             ring.add(X, c)
-            if ring.n >= min(cfg.window, sw.t):
+            pos += len(X)
+            if pos >= sw.t:
                 break
     from iclr25.core.progress import progress
 
     statuses: dict[str, int] = {}
+    if cfg.resume and q_p.is_file():  # the kept records' statuses count in results.json too
+        from iclr25.core.jsonl import read_jsonl
+
+        for r in read_jsonl(q_p, required=("t",), torn_tail="drop"):
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     t0 = time.perf_counter()
     inserted0 = sw.t
     bar = progress(total=src.n, desc="stream", unit="pt", initial=sw.t, quiet=cfg.quiet)

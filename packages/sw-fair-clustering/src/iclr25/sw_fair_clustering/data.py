@@ -210,6 +210,9 @@ def _convert_rows(rows: list[list[str]], lines: list[int], lay: _CsvLayout, path
     for i, v in enumerate(raw):  # dictionary lookup per value (strings); no numeric work here
         j = cmap.get(v)
         if j is None:
+            if not v:
+                raise ValueError(f"{path}:{lines[i]}: colour column {fname(lay.color)} is empty (a missing protected "
+                                 "attribute); drop or fill the row")
             if colors_decl is not None:
                 raise ValueError(f"{path}:{lines[i]}: colour {v!r} is not in the declared set {list(colors_decl)}")
             j = cmap[v] = len(cmap)
@@ -361,8 +364,11 @@ def load_npz(path, *, standardize_features: bool = False, colors: Sequence[str] 
     if missing:
         raise ValueError(f"{p}: missing array(s) {missing}; an .npz stream needs X [n, d] and colors [n] "
                          "(optional timestamps [n])")
-    X = as_points(arrs["X"], f"{p}: X")
     c = arrs["colors"]
+    try:
+        X = as_points(arrs["X"], "X", n_colors_given=c.shape[0] if c.ndim == 1 else None)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
     if c.shape != (X.shape[0],):
         raise ValueError(f"{p}: colors has shape {c.shape}, expected ({X.shape[0]},)")
     if np.issubdtype(c.dtype, np.integer):
@@ -375,6 +381,10 @@ def load_npz(path, *, standardize_features: bool = False, colors: Sequence[str] 
         col = c.astype(np.int64)
     elif c.dtype.kind in "US":
         vals = np.asarray(c).astype(str)
+        if c.size and not np.char.str_len(np.char.strip(vals)).all():
+            i = int(np.flatnonzero(np.char.str_len(np.char.strip(vals)) == 0)[0])
+            raise ValueError(f"{p}: colour of point {i} is an empty string (a missing protected attribute); "
+                             "drop or fill the point")
         names = list(colors) if colors is not None else sorted(set(vals.tolist()))
         lookup = {v: i for i, v in enumerate(names)}
         bad = [v for v in dict.fromkeys(vals.tolist()) if v not in lookup]
