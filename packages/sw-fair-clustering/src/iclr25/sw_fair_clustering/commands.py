@@ -168,7 +168,9 @@ class _Ring:
 
 _RESUME_KEYS = ("dataset", "attr", "data", "features", "color_column", "delimiter", "header", "colors",
                 "timestamp_column", "standardize", "max_rows", "window", "k", "z", "eps", "eta", "coreset_size",
-                "block_size", "horizon", "seed")
+                "block_size", "horizon", "seed",
+                # what every query record depends on (a resumed run must equal an uninterrupted one)
+                "query_every", "relaxed", "lower", "upper", "n_init", "evaluate")
 
 
 def _query_record(sw, cfg: StreamConfig, names: list[str], qi: int, ring: _Ring | None) -> dict:

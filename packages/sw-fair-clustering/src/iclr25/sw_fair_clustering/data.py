@@ -145,14 +145,17 @@ class _CsvLayout:
 
 
 def _layout(path: Path, delimiter: str, header: str, features, color_column, timestamp_column) -> _CsvLayout:
-    with open(path, newline="", encoding="utf-8") as fh:
+    rows = []
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a spreadsheet's byte-order mark is no name
         rd = csv.reader(fh, delimiter=delimiter)
-        rows = []
-        for r in rd:
-            if r:
-                rows.append(r)
-            if len(rows) == 2:
-                break
+        try:
+            for r in rd:
+                if r:
+                    rows.append(r)
+                if len(rows) == 2:
+                    break
+        except UnicodeDecodeError as e:
+            raise _not_utf8(path, e) from None
     if not rows:
         raise ValueError(f"{path}: the file is empty")
     if header not in ("auto", "yes", "no"):
@@ -229,6 +232,19 @@ def _convert_rows(rows: list[list[str]], lines: list[int], lay: _CsvLayout, path
     return X, col, ts
 
 
+def _not_utf8(path, e: UnicodeDecodeError) -> ValueError:
+    return ValueError(f"{path}: not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} cannot be decoded: {e.reason}); "
+                      "save the file as UTF-8")
+
+
+def _decoded(rd, path) -> Iterator[list[str]]:
+    """The rows of ``rd``; a decoding error is a ValueError naming the file."""
+    try:
+        yield from rd
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from None
+
+
 def iter_csv_chunks(path, *, features: Sequence[str | int] | None = None, color_column: str | int | None = None,
                     delimiter: str = ",", header: str = "auto", colors: Sequence[str] | None = None,
                     timestamp_column: str | int | None = None, chunk_rows: int = 100_000,
@@ -252,11 +268,11 @@ def iter_csv_chunks(path, *, features: Sequence[str | int] | None = None, color_
     if colors is not None:
         for i, c in enumerate(colors):
             cmap.setdefault(str(c), i)
-    with open(p, newline="", encoding="utf-8") as fh:
+    with open(p, newline="", encoding="utf-8-sig") as fh:
         rd = csv.reader(fh, delimiter=delimiter)
         rows, lines = [], []
         seen = 0
-        for r in rd:
+        for r in _decoded(rd, p):
             line = rd.line_num
             if line < lay.first_line or not r:
                 continue
