@@ -258,3 +258,10 @@ def test_csv_with_byte_order_mark_and_non_utf8_text(tmp_path):
     p = run("stream", "--data", str(tmp_path / "early.csv"), "--color-column", "g", "--window", "20",
             "--coreset-size", "5", "--out", str(tmp_path / "o"), check=False)
     assert p.returncode == 2 and "early.csv: not UTF-8 text" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_compare_bad_input_leaves_no_output_folder(tmp_path):
+    """Trial s52: compare created --out before reading the data (stream already checked first)."""
+    p = run("compare", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "does not exist" in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -325,9 +325,9 @@ def run_compare(cfg: CompareConfig) -> int:
     from .experiments import run_config
 
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    src = _Source(cfg)
+    src = _Source(cfg)  # validates the input first: a bad file leaves no empty output folder behind
     sd = src.sd if not src.csv else _materialise(src)
+    out.mkdir(parents=True, exist_ok=True)
     status = StatusCounter()
     records: list = []
     rows_md = ["| t | arm | points | fit LP | window LP | cost ratio | coreset error | colour error |",
