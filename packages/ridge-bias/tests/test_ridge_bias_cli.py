@@ -107,9 +107,55 @@ def test_digits_demo_tiny(tmp_path):
         (["theory", "--lam-grid", "0", "1"], "lam_grid"),
         (["theory", "--p2", "1.5"], "proportions"),
         (["theory", "--model", "rp"], "--m"),
+        (["theory", "--m", "10"], "--m/--draws are for --model rp"),  # trial s52: silently ignored
+        (["simulate", "--model", "gradient_flow", "--draws", "3"], "--m/--draws are for --model rp"),
     ],
 )
 def test_bad_input_exit_2(args, needle, tmp_path):
     p = run(*args, "--out", str(tmp_path), check=False)
     assert p.returncode == 2
     assert needle in p.stderr and "Traceback" not in p.stderr
+
+
+def test_theory_extreme_lam_exit_codes(tmp_path):
+    """Trial s52: --lam-grid 1e-300 ended in a traceback (exit 1) and 1e300 wrote NaN (bare NaN in theory.json)."""
+    p = run("theory", "--scenario", "s2", "--d", "50", "--lam-grid", "0.1", "1e-300", "--out", str(tmp_path / "a"),
+            check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "RuntimeWarning" not in p.stderr, p.stderr
+    assert "lam" in p.stderr.strip().splitlines()[-1]
+    run("theory", "--scenario", "s2", "--d", "50", "--lam-grid", "0.1", "1e300", "--out", str(tmp_path / "b"),
+        "--no-plot")
+    res = json.loads((tmp_path / "b" / "theory.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert all(v is not None for row in res["R_joint"] for v in row)
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("noise_var", [0.1, 0.2, 0.3], "noise_var has shape (3,)"),  # was silently truncated to 2 values
+    ("n", [60, 70], "n has shape (2,)"),  # was a TypeError traceback
+    ("cov1", ["a"] * 6, "array 'cov1' is not numeric"),
+])
+def test_mixture_file_bad_arrays_exit_2_naming_them(tmp_path, field, value, needle):
+    """Trial s52: malformed optional arrays of --mixture-file (one line, exit 2, the array named)."""
+    import numpy as np
+
+    d = 6
+    arrs = dict(cov1=np.ones(d), cov2=2 * np.ones(d), teacher1=np.ones(d) / d, teacher2=-np.ones(d) / d)
+    arrs[field] = np.array(value)
+    np.savez(tmp_path / "m.npz", **arrs)
+    p = run("theory", "--mixture-file", str(tmp_path / "m.npz"), "--lam-grid", "0.1", "--out", str(tmp_path / "o"),
+            "--no-plot", check=False)
+    assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_mixture_file_scalar_noise_applies_to_both_groups(tmp_path):
+    import numpy as np
+
+    d = 6
+    base = dict(cov1=np.ones(d), cov2=2 * np.ones(d), teacher1=np.ones(d) / d, teacher2=-np.ones(d) / d)
+    np.savez(tmp_path / "s.npz", **base, noise_var=np.array(0.3))  # 0-d: was an IndexError traceback
+    np.savez(tmp_path / "v.npz", **base, noise_var=np.array([0.3, 0.3]))
+    for f in ("s", "v"):
+        run("theory", "--mixture-file", str(tmp_path / f"{f}.npz"), "--lam-grid", "0.1", "1", "--risk", "noisy",
+            "--out", str(tmp_path / f), "--no-plot")
+    a, b = (json.loads((tmp_path / f / "theory.json").read_text()) for f in ("s", "v"))
+    assert a["R_joint"] == b["R_joint"]

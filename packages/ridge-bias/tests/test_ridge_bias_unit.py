@@ -253,3 +253,33 @@ def test_digits_gap_statistics_are_paired_standard_errors():
     np.testing.assert_allclose(res["gap_empirical"], res["empirical"][..., 1] - res["empirical"][..., 0], atol=1e-12)
     with pytest.raises(ValueError, match="at least 2 random splits"):
         digits_experiment(lam, (0.5,), n_train=300, splits=1)
+
+
+# --- extreme lam (trial s52) ---------------------------------------------------------------------
+
+
+def test_huge_lam_gives_the_null_predictor_risk_not_nan():
+    """lam -> inf: the predictor tends to 0, so the excess risk tends to w_s^T Sigma_s w_s. At lam = 1e300 the
+    lam**2 factor of the bias overflowed and the risk was a silent NaN (trial s52)."""
+    mix = small()
+    null = [float(g.teacher @ (g.cov * g.teacher)) for g in mix.groups]
+    with np.errstate(over="raise", invalid="raise"):
+        for lam in (1e12, 1e150, 1e300):
+            res = ridge_risk_theory(mix, lam)
+            assert np.all(np.isfinite(res.risk)), lam
+            assert res.risk == pytest.approx(null, rel=1e-6)
+    full = MixtureSpec(tuple(GroupSpec(np.diag(g.cov), g.teacher, g.noise_var) for g in mix.groups),
+                       mix.proportions, mix.n)
+    assert ridge_risk_theory(full, 1e300).risk == pytest.approx(null, rel=1e-6)  # the general-covariance path
+
+
+def test_lam_too_small_to_solve_is_a_value_error_without_warnings():
+    """At lam = 1e-300 the Newton solve cannot converge: one ValueError naming lam, not a flood of
+    RuntimeWarnings followed by a RuntimeError (a traceback with exit 1 in the CLI)."""
+    import warnings
+
+    mix = small(n=D)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"lam"):
+            ridge_risk_theory(mix, [0.1, 1e-300])

@@ -127,6 +127,34 @@ def test_stream_resume_continues_identically(tmp_path, monkeypatch):
     assert main([*base, "--out", str(tmp_path / "cut"), "--resume", "--k", "4"]) == 2  # options must match
 
 
+@pytest.mark.parametrize("extra,name", [(["--relaxed", "0.2"], "relaxed"), (["--query-every", "50"], "query_every"),
+                                        (["--n-init", "3"], "n_init"), (["--evaluate"], "evaluate")])
+def test_stream_resume_refuses_changed_query_settings(tmp_path, monkeypatch, capsys, extra, name):
+    """Trial s52: --resume accepted a changed --relaxed / --query-every / --n-init / --evaluate and appended
+    records of other settings to queries.jsonl (config.json then described only the new ones)."""
+    from iclr25.sw_fair_clustering import commands
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, 1200)
+    base = ["stream", "--data", str(f), "--color-column", "sex", "--window", "600", "--coreset-size", "40",
+            "--quiet", "--out", str(tmp_path / "cut")]
+    orig = commands._query_record
+    calls = {"n": 0}
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return orig(*a, **k)
+
+    monkeypatch.setattr(commands, "_query_record", boom)
+    assert main(base) == 130
+    monkeypatch.setattr(commands, "_query_record", orig)
+    capsys.readouterr()
+    assert main([*base, "--resume", *extra]) == 2
+    assert f"'{name}'" in capsys.readouterr().err
+
+
 def test_stream_relaxed_fixed_bounds_and_evaluate(tmp_path, capsys):
     from iclr25.sw_fair_clustering.cli import main
 
@@ -157,3 +185,83 @@ def test_compare_table(tmp_path, capsys):
     assert set(res["summary"]) == {"offline", "sw", "uniform", "stratified", "insertion"}
     assert res["solver_status"]["sw/fit"]["optimal"] == 2
     assert (tmp_path / "c" / "compare.md").read_text().count("| sw |") == 2
+
+
+def test_empty_colour_value_is_named_not_a_new_colour(tmp_path):
+    """A row whose protected attribute is missing stops the run naming the line (trial s52: it became colour '')."""
+    f = tmp_path / "s.csv"
+    rows = ["x,y,g"] + [f"{i},{i % 7},{'ab'[i % 2]}" for i in range(60)]
+    rows[12] = "11,4,"
+    f.write_text("\n".join(rows) + "\n")
+    p = run("stream", "--data", str(f), "--color-column", "g", "--window", "20", "--coreset-size", "5",
+            "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "s.csv:13: colour column 'g' is empty" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_stream_resume_with_evaluate_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    """--resume --evaluate refills the exact window up to the checkpoint (trial s52: it refilled it from the end
+    of the first chunk, so the first queries after the resume had a wrong window_eval), and results.json counts
+    the statuses of every query, not only those after the resume."""
+    from iclr25.sw_fair_clustering import commands
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path)
+    base = ["stream", "--data", str(f), "--color-column", "sex", "--window", "600", "--coreset-size", "40",
+            "--quiet", "--evaluate"]
+    assert main([*base, "--out", str(tmp_path / "full")]) == 0
+    calls = {"n": 0}
+    orig = commands._query_record
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return orig(*a, **k)
+
+    monkeypatch.setattr(commands, "_query_record", boom)
+    assert main([*base, "--out", str(tmp_path / "cut")]) == 130
+    monkeypatch.setattr(commands, "_query_record", orig)
+    assert main([*base, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+
+    def load(d):
+        recs = [json.loads(x) for x in (tmp_path / d / "queries.jsonl").read_text().splitlines()]
+        for r in recs:
+            r.pop("seconds")
+        return recs
+
+    full, cut = load("full"), load("cut")
+    assert len(full) == len(cut) == 16
+    for a, b in zip(full, cut):
+        assert a["window_eval"]["fair_cost"] == pytest.approx(b["window_eval"]["fair_cost"], rel=1e-9), a["t"]
+        assert a["window_eval"]["color_weight_error"] == pytest.approx(b["window_eval"]["color_weight_error"],
+                                                                       abs=1e-12)
+    res = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert res["queries"] == 16 and sum(res["statuses"].values()) == 16
+
+
+def test_csv_with_byte_order_mark_and_non_utf8_text(tmp_path):
+    """Trial s52: a spreadsheet's UTF-8 byte-order mark made the first header name '\\ufeffx' (so --features x
+    failed), and a Latin-1 file stopped with a bare codec message naming no file."""
+    from iclr25.sw_fair_clustering.data import load_csv
+
+    body = "".join(f"{i},{i % 7},{'ab'[i % 2]}\n" for i in range(60))
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + ("x,y,g\n" + body).encode())
+    sd = load_csv(tmp_path / "bom.csv", features=["x", "y"], color_column="g")
+    assert len(sd) == 60 and sd.feature_names == ["x", "y"]
+    big = "".join(f"{i},{i % 7},{'ab'[i % 2]}\n" for i in range(3000))  # > the 8 KB the header check decodes
+    late = "x,y,g\n" + big + "3,4,b\u00e4r\n"
+    (tmp_path / "latin1.csv").write_bytes(late.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.csv: not UTF-8 text"):
+        load_csv(tmp_path / "latin1.csv", color_column="g")
+    (tmp_path / "early.csv").write_bytes(("x,y,g\n1,2,\u00e4\n" + body).encode("latin-1"))
+    p = run("stream", "--data", str(tmp_path / "early.csv"), "--color-column", "g", "--window", "20",
+            "--coreset-size", "5", "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "early.csv: not UTF-8 text" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_compare_bad_input_leaves_no_output_folder(tmp_path):
+    """Trial s52: compare created --out before reading the data (stream already checked first)."""
+    p = run("compare", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o"), check=False)
+    assert p.returncode == 2 and "does not exist" in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -93,3 +93,25 @@ def test_one_dimensional_x_is_an_x_error():
     # the fix the message names works, and one 1-D point with one colour is still one point
     assert len(WeightedSet.from_arrays(x.reshape(-1, 1), c)) == 5
     assert WeightedSet.from_arrays(np.array([1.0, 2.0]), np.array([0])).dim == 2
+
+
+def test_npz_one_dimensional_x_empty_colour_and_no_points_are_named(tmp_path):
+    """Trial s52: a 1-D X in an .npz was a colours-shape error, an empty string colour became a colour of its own,
+    and an .npz with no points ran 0 queries with exit 0."""
+
+    rng = np.random.default_rng(0)
+    x, c = rng.normal(size=30), np.where(rng.random(30) < 0.5, "a", "b")
+    np.savez(tmp_path / "one_d.npz", X=x, colors=c)
+    with pytest.raises(ValueError, match=r"one_d.npz: X is 1-D.*X.reshape\(-1, 1\)"):
+        load_npz(tmp_path / "one_d.npz")
+    c2 = c.copy()
+    c2[4] = ""
+    np.savez(tmp_path / "empty_colour.npz", X=x.reshape(-1, 1), colors=c2)
+    with pytest.raises(ValueError, match=r"empty_colour.npz: colour of point 4 is an empty string"):
+        load_npz(tmp_path / "empty_colour.npz")
+    np.savez(tmp_path / "none.npz", X=np.zeros((0, 2)), colors=np.zeros(0, int))
+    p = subprocess.run([sys.executable, "-m", "iclr25.sw_fair_clustering", "stream", "--data",
+                        str(tmp_path / "none.npz"), "--window", "20", "--coreset-size", "5", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "none.npz: no data points" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -18,6 +18,22 @@ from .config import DigitsConfig, ReproduceConfig, SimulateConfig, TheoryConfig
 log = logging.getLogger("iclr25.ridge_bias")
 
 
+def _finite_or_none(o):
+    """``o`` with every NaN/inf float replaced by None (JSON has no NaN: ``ADD`` is NaN where ``EDD`` = 0)."""
+    if isinstance(o, dict):
+        return {k: _finite_or_none(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite_or_none(v) for v in o]
+    if isinstance(o, float) and not np.isfinite(o):
+        return None
+    return o
+
+
+def _write_json(path: Path, obj) -> None:
+    """Strict JSON (non-finite numbers as null), readable by jq and JavaScript."""
+    path.write_text(json.dumps(_finite_or_none(obj), indent=1, allow_nan=False))
+
+
 def _threads(n: int | None):
     """BLAS limit for the command (the core's --threads handling; ``None``: leave as is)."""
     from iclr25.core.threads import limited_threads
@@ -51,10 +67,29 @@ def load_mixture_file(path: Path, n: float | None = None, p2: float | None = Non
         missing = [k for k in ("cov1", "cov2", "teacher1", "teacher2") if k not in z]
         if missing:
             raise ValueError(f"mixture_file {p}: missing array(s) {missing}; needs cov1, cov2, teacher1, teacher2")
-        noise = z["noise_var"] if "noise_var" in z else np.zeros(2)
-        props = z["proportions"] if "proportions" in z else np.array([0.5, 0.5])
-        nn = float(z["n"]) if "n" in z else None
-        g = (GroupSpec(z["cov1"], z["teacher1"], float(noise[0])), GroupSpec(z["cov2"], z["teacher2"], float(noise[1])))
+        arrs = {}
+        for k in ("cov1", "cov2", "teacher1", "teacher2", "noise_var", "proportions", "n"):
+            if k in z:
+                try:
+                    arrs[k] = np.asarray(z[k], dtype=float)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"mixture_file {p}: array {k!r} is not numeric ({e})") from None
+    noise = arrs.get("noise_var", np.zeros(2))
+    if noise.ndim == 0:  # one noise variance for both groups
+        noise = np.full(2, float(noise))
+    if noise.shape != (2,):
+        raise ValueError(f"mixture_file {p}: noise_var has shape {noise.shape}; give one value per group (2,) or "
+                         "a scalar")
+    props = arrs.get("proportions", np.array([0.5, 0.5]))
+    if props.shape != (2,):
+        raise ValueError(f"mixture_file {p}: proportions has shape {props.shape}; give one value per group (2,)")
+    nn = None
+    if "n" in arrs:
+        if arrs["n"].size != 1:
+            raise ValueError(f"mixture_file {p}: n has shape {arrs['n'].shape}; give one number of training samples")
+        nn = float(arrs["n"].reshape(()))
+    g = (GroupSpec(arrs["cov1"], arrs["teacher1"], float(noise[0])),
+         GroupSpec(arrs["cov2"], arrs["teacher2"], float(noise[1])))
     if p2 is not None:
         props = np.array([1 - p2, p2])
     n = n if n is not None else (nn if nn is not None else 2.0 * g[0].dim)
@@ -98,6 +133,8 @@ def _theory_metrics(cfg: TheoryConfig, mix, lam: np.ndarray, m: int | None = Non
     m = cfg.m if m is None else m
     if cfg.model == "rp" and m is None:
         raise ValueError("model=rp needs --m (the number of random features) or --m-grid")
+    if cfg.model != "rp" and (m is not None or cfg.draws != 1):
+        raise ValueError(f"--m/--draws are for --model rp; model={cfg.model} would ignore them")
     return disparity_metrics(mix, lam, model=cfg.model, m=m, seed=cfg.seed, draws=cfg.draws, risk=cfg.risk,
                              add=cfg.add, edd_samples=cfg.edd_samples)
 
@@ -127,9 +164,9 @@ def _theory_sweep(cfg: TheoryConfig, mix, lam: np.ndarray, name: str) -> int:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     keys = ("R_joint", "R_sep", "ODD", "EDD", "ADD", "minority_bias")
-    (out / "theory.json").write_text(json.dumps({
+    _write_json(out / "theory.json", {
         "config": _cfg_dict(cfg), "seconds": secs, name: vals, "lam": lam.tolist(),
-        **{k: [np.asarray(met[k]).tolist() for met in mets] for k in keys}}, indent=1))
+        **{k: [np.asarray(met[k]).tolist() for met in mets] for k in keys}})
     if cfg.plot:
         odd = np.array([met["ODD"] for met in mets])  # [V, L]
         add = np.array([met["ADD"] for met in mets])
@@ -168,8 +205,8 @@ def cmd_theory(cfg: TheoryConfig) -> int:
                   for i in range(lam.size)]))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "theory.json").write_text(json.dumps({"config": _cfg_dict(cfg), "seconds": secs,
-                                                 **{k: np.asarray(v).tolist() for k, v in met.items()}}, indent=1))
+    _write_json(out / "theory.json", {"config": _cfg_dict(cfg), "seconds": secs,
+                                                 **{k: np.asarray(v).tolist() for k, v in met.items()}})
     if cfg.plot:
         plot_curves(out / "theory.png", [
             dict(x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: group risks",
@@ -209,10 +246,10 @@ def cmd_simulate(cfg: SimulateConfig) -> int:
     rel = float(np.mean(np.abs(mcr / met["R_joint"] - 1)))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "simulate.json").write_text(json.dumps({
+    _write_json(out / "simulate.json", {
         "config": _cfg_dict(cfg), "seconds": secs, "mean_rel_err": rel, "lam": lam.tolist(),
         "theory": met["R_joint"].tolist(), "mc_mean": mcr.tolist(), "mc_sem": sem.tolist(),
-        "mc_sep_mean": mc["sep_mean"].tolist(), "theory_sep": met["R_sep"].tolist()}, indent=1))
+        "mc_sep_mean": mc["sep_mean"].tolist(), "theory_sep": met["R_sep"].tolist()})
     if cfg.plot:
         plot_curves(out / "simulate.png", [dict(
             x=x, xlabel=xname, ylabel=f"{cfg.risk} risk", title=f"{cfg.model}: theory vs MC ({cfg.mc_draws} draws)",
@@ -236,7 +273,7 @@ def cmd_digits(cfg: DigitsConfig) -> int:
                        res["empirical"][j, i, 1]] for i in range(lam.size)]))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "digits.json").write_text(json.dumps({k: np.asarray(v).tolist() for k, v in res.items()}, indent=1))
+    _write_json(out / "digits.json", {k: np.asarray(v).tolist() for k, v in res.items()})
     if cfg.plot:
         plot_curves(out / "digits.png", [dict(
             x=lam, xlabel="lambda", ylabel="test MSE", title=f"p2={p2:g}",

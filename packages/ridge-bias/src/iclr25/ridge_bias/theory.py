@@ -306,24 +306,35 @@ def _solve_delta(prep: _Prepared, lam: np.ndarray, tol: float = 1e-13, max_iter:
     delta = np.maximum(tr[None, :] / (prep.n * lam[:, None]), 1e-300)  # [L, K]
     K = prep.p.size
     eye = np.eye(K)
+    with np.errstate(all="ignore"):  # a diverging solve ends in the ValueError below, not in warnings
+        return _newton_delta(prep, lam, delta, eye, tol, max_iter)
+
+
+def _newton_delta(prep: _Prepared, lam: np.ndarray, delta: np.ndarray, eye: np.ndarray, tol: float,
+                  max_iter: int) -> np.ndarray:
     for it in range(max_iter):
         Q = _resolvent(prep, lam, delta)
         F, T, _ = _first_and_T(prep, Q)
         G = delta - F
         c = prep.p / (1.0 + delta) ** 2
         J = eye - T * c[:, None, :]
-        step = np.linalg.solve(J, G[..., None])[..., 0]
+        try:
+            step = np.linalg.solve(J, G[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            break
         new = delta - step
         # safeguard: stay positive (never triggered for a convex G started above the root)
         new = np.where(new > 0, new, 0.5 * delta)
         done = np.abs(new - delta) <= tol * np.maximum(1.0, np.abs(new))
         delta = new
+        if not np.all(np.isfinite(delta)):
+            break
         if np.all(done):
             _LAST_ITERS[0] = it + 1
             return delta
-    raise RuntimeError(
-        f"fixed point did not converge in {max_iter} Newton steps (lam min {lam.min():.3g}); "
-        "use a larger lam (>= 1e-8)"
+    raise ValueError(
+        f"lam={float(lam.min()):.3g}: the fixed point did not converge in {max_iter} Newton steps "
+        "(smallest lam of the grid); use a larger lam (>= 1e-8)"
     )
 
 
@@ -409,7 +420,8 @@ def _risk_from_prepared(prep: _Prepared, lam: np.ndarray) -> TheoryResult:
             S = prep.covs  # [K, d]
             A = S[s]
             qp = Q * Q * (A[None, :] + (c * dds) @ S)  # diag of Q'  [L, d]
-            b1 = lam**2 * (qp * w * w).sum(-1)
+            lQ = lam[:, None] * Q  # lam**2 Q' = (lam Q) mid (lam Q): no overflow of lam**2 at huge lam
+            b1 = (lQ * lQ * (A[None, :] + (c * dds) @ S) * w * w).sum(-1)
             wD = w[None, :] * D  # [K, d]
             cross = np.einsum("lk,ki,li->l", a, S * wD, qp) + np.einsum("lk,ki,li->l", ap, S * wD, Q)
             SD = S * D  # Sigma_k Delta_k  [K, d]
@@ -421,7 +433,8 @@ def _risk_from_prepared(prep: _Prepared, lam: np.ndarray) -> TheoryResult:
             A = Sig[s]
             mid = A[None] + np.einsum("lk,kij->lij", c * dds, Sig)
             Qp = Q @ mid @ Q  # [L, d, d]
-            b1 = lam**2 * np.einsum("i,lij,j->l", w, Qp, w)
+            lQw = lam[:, None] * (Q @ w)  # lam**2 w^T Q' w = (lam Q w)^T mid (lam Q w): no lam**2 overflow
+            b1 = np.einsum("li,lij,lj->l", lQw, mid, lQw)
             SD = np.einsum("kij,kj->ki", Sig, D)  # Sigma_k Delta_k  [K, d]
             Qpw = Qp @ w  # [L, d]  (Q' symmetric)
             Qw = Q @ w

@@ -72,6 +72,8 @@ class _Source:
             self.names = list(self.sd.color_names)
             self.stats = self.sd.standardization
             self.n = len(self.sd)
+            if self.n == 0:
+                raise ValueError(f"{cfg.data or cfg.dataset}: no data points")
             self.feature_names = self.sd.feature_names
             return
         # CSV: a first pass fixes the colour set and the whole-file mean / sd (never two copies in memory)
@@ -166,7 +168,9 @@ class _Ring:
 
 _RESUME_KEYS = ("dataset", "attr", "data", "features", "color_column", "delimiter", "header", "colors",
                 "timestamp_column", "standardize", "max_rows", "window", "k", "z", "eps", "eta", "coreset_size",
-                "block_size", "horizon", "seed")
+                "block_size", "horizon", "seed",
+                # what every query record depends on (a resumed run must equal an uninterrupted one)
+                "query_every", "relaxed", "lower", "upper", "n_init", "evaluate")
 
 
 def _query_record(sw, cfg: StreamConfig, names: list[str], qi: int, ring: _Ring | None) -> dict:
@@ -250,13 +254,21 @@ def run_stream(cfg: StreamConfig) -> int:
     _write_json(out / "colors.json", {str(i): v for i, v in enumerate(names)})
     ring = _Ring(cfg.window) if cfg.evaluate else None
     if ring is not None and sw.t:
-        for X, c, _ in src.chunks(max(0, sw.t - cfg.window)):  # refill the exact window for --evaluate
+        pos = max(0, sw.t - cfg.window)
+        for X, c, _ in src.chunks(pos):  # refill the exact window for --evaluate: the points up to the checkpoint
+            X, c = X[: sw.t - pos], c[: sw.t - pos]
             ring.add(X, c)
-            if ring.n >= min(cfg.window, sw.t):
+            pos += len(X)
+            if pos >= sw.t:
                 break
     from iclr25.core.progress import progress
 
     statuses: dict[str, int] = {}
+    if cfg.resume and q_p.is_file():  # the kept records' statuses count in results.json too
+        from iclr25.core.jsonl import read_jsonl
+
+        for r in read_jsonl(q_p, required=("t",), torn_tail="drop"):
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     t0 = time.perf_counter()
     inserted0 = sw.t
     bar = progress(total=src.n, desc="stream", unit="pt", initial=sw.t, quiet=cfg.quiet)
@@ -313,9 +325,9 @@ def run_compare(cfg: CompareConfig) -> int:
     from .experiments import run_config
 
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    src = _Source(cfg)
+    src = _Source(cfg)  # validates the input first: a bad file leaves no empty output folder behind
     sd = src.sd if not src.csv else _materialise(src)
+    out.mkdir(parents=True, exist_ok=True)
     status = StatusCounter()
     records: list = []
     rows_md = ["| t | arm | points | fit LP | window LP | cost ratio | coreset error | colour error |",

@@ -145,14 +145,17 @@ class _CsvLayout:
 
 
 def _layout(path: Path, delimiter: str, header: str, features, color_column, timestamp_column) -> _CsvLayout:
-    with open(path, newline="", encoding="utf-8") as fh:
+    rows = []
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a spreadsheet's byte-order mark is no name
         rd = csv.reader(fh, delimiter=delimiter)
-        rows = []
-        for r in rd:
-            if r:
-                rows.append(r)
-            if len(rows) == 2:
-                break
+        try:
+            for r in rd:
+                if r:
+                    rows.append(r)
+                if len(rows) == 2:
+                    break
+        except UnicodeDecodeError as e:
+            raise _not_utf8(path, e) from None
     if not rows:
         raise ValueError(f"{path}: the file is empty")
     if header not in ("auto", "yes", "no"):
@@ -210,6 +213,9 @@ def _convert_rows(rows: list[list[str]], lines: list[int], lay: _CsvLayout, path
     for i, v in enumerate(raw):  # dictionary lookup per value (strings); no numeric work here
         j = cmap.get(v)
         if j is None:
+            if not v:
+                raise ValueError(f"{path}:{lines[i]}: colour column {fname(lay.color)} is empty (a missing protected "
+                                 "attribute); drop or fill the row")
             if colors_decl is not None:
                 raise ValueError(f"{path}:{lines[i]}: colour {v!r} is not in the declared set {list(colors_decl)}")
             j = cmap[v] = len(cmap)
@@ -224,6 +230,19 @@ def _convert_rows(rows: list[list[str]], lines: list[int], lay: _CsvLayout, path
                     raise ValueError(f"{path}:{lines[i]}: timestamp {r[lay.ts]!r} is not a number") from None
             raise
     return X, col, ts
+
+
+def _not_utf8(path, e: UnicodeDecodeError) -> ValueError:
+    return ValueError(f"{path}: not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} cannot be decoded: {e.reason}); "
+                      "save the file as UTF-8")
+
+
+def _decoded(rd, path) -> Iterator[list[str]]:
+    """The rows of ``rd``; a decoding error is a ValueError naming the file."""
+    try:
+        yield from rd
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from None
 
 
 def iter_csv_chunks(path, *, features: Sequence[str | int] | None = None, color_column: str | int | None = None,
@@ -249,11 +268,11 @@ def iter_csv_chunks(path, *, features: Sequence[str | int] | None = None, color_
     if colors is not None:
         for i, c in enumerate(colors):
             cmap.setdefault(str(c), i)
-    with open(p, newline="", encoding="utf-8") as fh:
+    with open(p, newline="", encoding="utf-8-sig") as fh:
         rd = csv.reader(fh, delimiter=delimiter)
         rows, lines = [], []
         seen = 0
-        for r in rd:
+        for r in _decoded(rd, p):
             line = rd.line_num
             if line < lay.first_line or not r:
                 continue
@@ -361,8 +380,11 @@ def load_npz(path, *, standardize_features: bool = False, colors: Sequence[str] 
     if missing:
         raise ValueError(f"{p}: missing array(s) {missing}; an .npz stream needs X [n, d] and colors [n] "
                          "(optional timestamps [n])")
-    X = as_points(arrs["X"], f"{p}: X")
     c = arrs["colors"]
+    try:
+        X = as_points(arrs["X"], "X", n_colors_given=c.shape[0] if c.ndim == 1 else None)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
     if c.shape != (X.shape[0],):
         raise ValueError(f"{p}: colors has shape {c.shape}, expected ({X.shape[0]},)")
     if np.issubdtype(c.dtype, np.integer):
@@ -375,6 +397,10 @@ def load_npz(path, *, standardize_features: bool = False, colors: Sequence[str] 
         col = c.astype(np.int64)
     elif c.dtype.kind in "US":
         vals = np.asarray(c).astype(str)
+        if c.size and not np.char.str_len(np.char.strip(vals)).all():
+            i = int(np.flatnonzero(np.char.str_len(np.char.strip(vals)) == 0)[0])
+            raise ValueError(f"{p}: colour of point {i} is an empty string (a missing protected attribute); "
+                             "drop or fill the point")
         names = list(colors) if colors is not None else sorted(set(vals.tolist()))
         lookup = {v: i for i, v in enumerate(names)}
         bad = [v for v in dict.fromkeys(vals.tolist()) if v not in lookup]
