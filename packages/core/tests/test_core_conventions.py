@@ -355,3 +355,14 @@ def test_bar_and_log_lines_never_share_a_line_off_a_terminal():
     for msg in ("WARNING iclr25: log line 0", "WARNING iclr25: log line 1", "INFO iclr25: inside 0"):
         assert msg in lines, repr(err[:800])
     assert all(ln.strip() for ln in lines) and any(ln.startswith("inner:") for ln in lines), repr(err[:800])
+
+
+def test_help_into_a_closed_pipe_is_quiet_exit_141():
+    """``prog --help | head``: the reader closes the pipe early; no BrokenPipeError traceback."""
+    code = ("import sys, time\nfrom iclr25.core.config import run_cli\ntime.sleep(0.3)\n"
+            "sys.exit(run_cli('prog', 'd' * 200000, {}, ['--help']))\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                                   # the reader is gone before the help is printed
+    err = p.stderr.read().decode()
+    p.wait(60)
+    assert p.returncode == 141 and "Traceback" not in err and "BrokenPipe" not in err, (p.returncode, err)

@@ -74,8 +74,15 @@ def nan(settings, seed, deps):
     return {"ok": 1.0, "deep": [{"v": float("nan")}]}
 
 
+_LOCKS = []
+
+
 def held(settings, seed, deps):
-    """Say it started (with its pid), then wait until the release file exists."""
+    """Say it started (with its pid), then wait until the release file exists. Holds a multiprocessing lock
+    (a named semaphore, as tqdm's and many libraries' are) while it waits."""
+    import multiprocessing
+
+    _LOCKS.append(multiprocessing.get_context("spawn").Lock())
     Path(settings["dir"], f"started-{seed}").write_text(str(os.getpid()))
     while not Path(settings["dir"], "release").exists():
         time.sleep(0.05)
@@ -316,6 +323,7 @@ def test_ctrl_c_and_sigterm_stop_workers_and_keep_records(toy, tmp_path, sig):
     assert p.returncode == 130, err
     assert "interrupted:" in err and "2/5 jobs finished" in err and "rerun with --resume to run the 3 left" in err
     assert "Traceback" not in err                                # workers ignore SIGINT; nothing printed by them
+    assert "leaked semaphore" not in err                         # a stopped worker cleans up what it held
     assert not _alive(int((d / "started-0").read_text()))        # stopped and waited for
     assert sorted(f.name for f in (out / "records").glob("*.json")) == ["a0.json", "a1.json"]
 
@@ -438,3 +446,27 @@ def test_interrupt_right_after_a_record_is_written_counts_it(toy, tmp_path, monk
     kept = sorted(f.name for f in (tmp_path / "run" / "records").glob("*.json"))
     assert kept == ["a0.json"]
     assert "1/2 jobs finished" in str(e.value) and "to run the 1 left" in str(e.value)
+
+
+def test_resume_into_a_run_of_other_jobs_says_so_in_one_message(toy, tmp_path):
+    """Another preset or other seeds change the set of jobs: the refusal says "other jobs", not a diff per job."""
+    mod, _ = toy
+    run_jobs([Job(f"a{s}", mod.draw, seed=s) for s in (0, 1)], tmp_path, workers=1, quiet=True)
+    with pytest.raises(ValueError, match=r"other jobs \(1 of its 2 jobs are not in this run \(a1\); 2 of this "
+                                         r"run's 3 jobs are not in it \(b0, b1\)\); another preset") as ei:
+        run_jobs([Job("a0", mod.draw, seed=0)] + [Job(f"b{s}", mod.draw, seed=s) for s in (0, 1)], tmp_path,
+                 workers=1, resume=True, quiet=True)
+    assert "settings.n" not in str(ei.value)
+    # the same jobs with another setting: the per-setting diff, as before
+    with pytest.raises(ValueError, match=r"other settings \(job a0\.settings\.n: None -> 5"):
+        run_jobs([Job(f"a{s}", mod.draw, seed=s, settings={"n": 5} if s == 0 else {}) for s in (0, 1)], tmp_path,
+                 workers=1, resume=True, quiet=True)
+
+
+def test_resume_with_nothing_to_resume_says_so(toy, tmp_path, caplog):
+    mod, _ = toy
+    with caplog.at_level("WARNING", logger="iclr25.core.runner"):
+        r = run_jobs([Job("a", mod.draw, seed=0)], tmp_path / "new", workers=1, resume=True, quiet=True)
+    assert r.ran == ["a"] and r.reused == []
+    warned = [m for m in caplog.messages if "--resume" in m]
+    assert len(warned) == 1 and "nothing to resume" in warned[0] and "all 1 jobs run" in warned[0], warned

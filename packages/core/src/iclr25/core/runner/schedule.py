@@ -101,8 +101,14 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
         settings = json.loads(json.dumps(settings, allow_nan=False))
     except (TypeError, ValueError) as e:
         raise ValueError(f"run_settings must be JSON-ready ({e})") from None
-    guard_resume_settings(out, settings, resume=resume, write=False, filename=SETTINGS_FILE,
-                          missing="the jobs' records are checked one by one")
+    if resume and not (out / SETTINGS_FILE).is_file() and not (rec_dir.is_dir() and any(rec_dir.glob("*.json"))):
+        log.warning("--resume: nothing to resume in %s (no %s, no records): all %d jobs run", out, SETTINGS_FILE,
+                    len(jobs))
+    else:
+        if resume:
+            _refuse_other_jobs(out, settings)
+        guard_resume_settings(out, settings, resume=resume, write=False, filename=SETTINGS_FILE,
+                              missing="the jobs' records are checked one by one")
     t0, c_self0, c_ch0 = time.perf_counter(), time.process_time(), _children_cpu()
     records: dict[str, Any] = {}
     job_cpu: dict[str, float] = {}
@@ -173,6 +179,30 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
                      wall_seconds=time.perf_counter() - t0, cpu_seconds_self=time.process_time() - c_self0,
                      cpu_seconds_children=_children_cpu() - c_ch0, job_cpu_seconds=job_cpu,
                      job_wall_seconds=job_wall, workers=n_workers)
+
+
+def _refuse_other_jobs(out: Path, settings: Mapping[str, Any]) -> None:
+    """``--resume`` into a run of other jobs (another preset, other seeds): one message that says so, rather
+    than a settings diff per job. A missing or damaged settings file is left to the settings guard."""
+    try:
+        saved = json.loads((out / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return
+    if not isinstance(saved, dict):
+        return
+    old = [k[4:] for k in saved if k.startswith("job ")]
+    now = [k[4:] for k in settings if k.startswith("job ")]
+    gone, new = [j for j in old if j not in now], [j for j in now if j not in old]
+    if not gone and not new:
+        return
+
+    def some(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+    parts = ([f"{len(gone)} of its {len(old)} jobs are not in this run ({some(gone)})"] if gone else []) + (
+        [f"{len(new)} of this run's {len(now)} jobs are not in it ({some(new)})"] if new else [])
+    raise ValueError(f"--resume: {out} was started with other settings: other jobs ({'; '.join(parts)}); another "
+                     "preset (--quick or not) or other --seeds? Resume with that run's flags, or start a new --out")
 
 
 def _main_thread() -> bool:

@@ -50,11 +50,22 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+class _Terminated(SystemExit):
+    """The parent's SIGTERM (a job's own ``sys.exit`` stays a failure reported to the parent)."""
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    raise _Terminated(128 + signum)
+
+
 def _worker_main(conn: Any, parent_pid: int, level: int, threads: int | None) -> None:
     """A worker: take jobs from ``conn`` one at a time, send back ``("ok", name, record_json, cpu, wall)`` or
     ``("error", name, summary, traceback)``; ``None`` ends it."""
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)               # the parent handles Ctrl-C and stops us
+    # the parent stops us with SIGTERM: exit through Python, so that multiprocessing's finalizers release what
+    # the job held (a lock's named semaphore, e.g. tqdm's: else the resource tracker warns of a leak)
+    signal.signal(signal.SIGTERM, _on_term)
     from ..progress import setup_logging
     from ..threads import set_threads
 
@@ -71,6 +82,8 @@ def _worker_main(conn: Any, parent_pid: int, level: int, threads: int | None) ->
         try:
             text, cpu, wall = _call(job, deps_records, threads)
             conn.send(("ok", job["name"], text, cpu, wall))
+        except _Terminated:
+            raise
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent, named
             missing = e.name if isinstance(e, ModuleNotFoundError) else None
             conn.send(("error", job["name"], f"{type(e).__name__}: {e}", traceback.format_exc(), missing))
