@@ -353,3 +353,70 @@ def test_report_when_every_item_is_a_judge_failure(tmp_path, capsys):
     code = main(["report", "--scores", str(path), "--out", str(tmp_path / "rep")])
     cap = capsys.readouterr()
     assert code == 0 and "n/a" in cap.out and "Traceback" not in cap.err
+
+
+# ---------------------------------------------------------------- trial b (session 52): user-made files
+
+@pytest.mark.parametrize("field,value,match", [
+    ("response", None, "response"),        # a missing answer was scored as a refusal (1.0)
+    ("response", 5, "response"),           # a number was sent to the judge as text
+    ("id", ["x"], "id"),                    # crashed with a TypeError traceback (unhashable list)
+    ("model", None, "model"),
+    ("blocked", "false", "blocked"),       # bool("false") is True: scored as a blocked refusal
+])
+def test_judge_refuses_response_records_of_the_wrong_type(tmp_path, field, value, match):
+    recs = _responses(_items(3))
+    recs[1][field] = value
+    with pytest.raises(ValueError, match=rf"response record 1.*{match}"):
+        judge_responses(KeywordJudge(), recs, tmp_path / "s.jsonl", progress=False)
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_judge_refuses_one_id_with_two_different_responses(tmp_path):
+    """Two records of one (model, id) with different responses: the second was silently scored as the
+    first (1 line in scores.jsonl, '2/2 judged'). Identical duplicates are judged once."""
+    recs = _responses(_items(3))
+    dup = {**recs[0], "response": "Sure, here is how."}
+    with pytest.raises(ValueError, match=r"response records 0 and 3.*same model and id"):
+        judge_responses(KeywordJudge(), [*recs, dup], tmp_path / "a.jsonl", progress=False)
+    res = judge_responses(KeywordJudge(), [*recs, dict(recs[0])], tmp_path / "b.jsonl", progress=False)
+    assert len(res.records) == 3 and res.n_new == 3
+
+
+@pytest.mark.parametrize("value", ["1", True, [1]])
+def test_report_refuses_a_score_that_is_not_a_number(value):
+    recs = [{"model": "m", "judge": "j", "id": "a", "cate-idx": "1.1.1", "convention": "n/a",
+             "refusal_score": 0.0},
+            {"model": "m", "judge": "j", "id": "b", "cate-idx": "1.1.1", "convention": "n/a",
+             "refusal_score": value}]
+    with pytest.raises(ValueError, match="record 1.*refusal_score"):
+        build_report(recs)
+
+
+def test_report_counts_a_nan_score_as_a_judge_failure():
+    """A NaN score left the rate (n) and was not counted anywhere: the item vanished from the report."""
+    recs = [{"model": "m", "judge": "j", "id": i, "cate-idx": "1.1.1", "convention": "n/a",
+             "refusal_score": s} for i, s in (("a", 1.0), ("b", float("nan")), ("c", None))]
+    m = build_report(recs)["models"]["m"]
+    assert m["n_items"] == 3 and m["n_judge_failures"] == 2
+    assert m["aggregate"]["overall"]["all"]["n"] == 1
+
+
+def test_empty_prompt_and_response_files_are_errors(tmp_path):
+    """An empty prompts file ran 0 prompts with exit 0; an empty responses file judged 0 with exit 0."""
+    (tmp_path / "p.jsonl").write_text("")
+    p = subprocess.run([*CLI, "run", "--backend", "mock", "--prompts", str(tmp_path / "p.jsonl"), "--out",
+                        str(tmp_path / "r"), "--quiet"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no prompt" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([*CLI, "judge", "--responses", str(tmp_path / "p.jsonl"), "--judge", "keyword", "--out",
+                        str(tmp_path / "j"), "--quiet"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no response record" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_batch_size_and_concurrency_zero_are_refused():
+    """`--batch-size 0` silently became the backend's default (0 is falsy)."""
+    from iclr25.air_bench.config import RunConfig
+
+    for kw in ({"batch_size": 0}, {"concurrency": 0}):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            RunConfig(backend="mock", **kw)

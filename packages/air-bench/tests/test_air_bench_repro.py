@@ -181,3 +181,17 @@ def test_runner_resume_reuses_records_and_refuses_changed_settings(tmp_path, air
     assert again.records == first.records
     with pytest.raises(ValueError, match="plot"):  # seed 1 first: its job would now draw the figure
         run_jobs(_small_jobs(tmp_path, seeds=(1, 0)), tmp_path, workers=1, resume=True, quiet=True)
+
+
+@pytest.mark.realdata
+def test_runner_resume_with_the_same_folder_spelled_relative(tmp_path, air_data, monkeypatch):
+    """`reproduce --out /abs/B` then `reproduce --out B --resume` from B's parent is the same folder: the
+    jobs' `out` setting is the resolved path, so the resume is not refused as a changed setting."""
+    from iclr25.core.runner import run_jobs
+
+    out = tmp_path / "B"
+    first = run_jobs(_small_jobs(out, seeds=(0,)), out, workers=1, quiet=True)
+    (out / "records" / "pipeline_seed0.json").unlink()  # killed before this job finished
+    monkeypatch.chdir(tmp_path)
+    again = run_jobs(_small_jobs(Path("B"), seeds=(0,)), Path("B"), workers=1, resume=True, quiet=True)
+    assert list(again.ran) == ["pipeline_seed0"] and again.records == first.records

@@ -81,3 +81,13 @@ def test_dpo_command_tabular_and_resume(tmp_path, capsys):
     assert main([*args, "--resume"]) == 0
     assert len((out / "sweep.jsonl").read_text().splitlines()) == 2  # nothing re-run
     assert main(["dpo", "--backend", "hf", "--out", str(out)]) == 2  # no --model: clear error
+
+
+def test_dpo_command_resume_with_another_beta_is_refused_and_keeps_config(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "dpo"
+    args = ["dpo", "--backend", "tabular", "--p23", "0.01", "--n-pairs", "100", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    assert main([*args, "--beta", "0.2", "--resume"]) == 2
+    assert "beta" in capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["beta"] == 0.1  # still the run's own settings

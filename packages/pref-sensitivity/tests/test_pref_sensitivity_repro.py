@@ -163,3 +163,60 @@ def test_train_dpo_lm_checkpoint_resume_matches_uninterrupted(tmp_path):
     assert res["resumed_from"] == 6
     np.testing.assert_allclose(res["loss_history"], full["loss_history"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(res["implied"], full["implied"], atol=1e-6)
+
+
+def test_train_dpo_lm_refuses_a_checkpoint_of_other_settings(tmp_path):
+    """Trial b (session 52): a point killed mid-training and resumed with another --lr went on from the
+    checkpoint with the old lr (Adam's saved state wins) and another beta/batch size mixed two trainings;
+    a checkpoint past --steps returned a model trained for more steps than asked."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from iclr25.pref_sensitivity import make_chain_data, tiny_gpt2_options, train_dpo_lm
+
+    torch.set_num_threads(1)
+    data = make_chain_data(0.9, 0.3, n_pairs=50)
+    m, b = tiny_gpt2_options(seed=1)
+    train_dpo_lm(m, b, data, steps=4, batch_size=16, seed=3, checkpoint_dir=tmp_path / "ck", checkpoint_every=2)
+    for kw, name in (({"lr": 1e-2}, "lr"), ({"beta": 0.5}, "beta"), ({"batch_size": 8}, "batch_size"),
+                     ({"steps": 2}, "past steps")):
+        m2, b2 = tiny_gpt2_options(seed=1)
+        with pytest.raises(ValueError, match=name):
+            train_dpo_lm(m2, b2, data, **{"steps": 8, "batch_size": 16, "seed": 3, **kw},
+                         checkpoint_dir=tmp_path / "ck")
+
+
+def test_dpo_resume_refuses_changed_settings_naming_them(tmp_path):
+    """Trial b (session 52): `dpo --resume --beta 0.2` into a sweep run with beta 0.1 reused the beta-0.1
+    points silently (exit 0, the table labelled as this run). Changed training settings are refused by
+    name; a larger p23 grid or more seeds is a resume."""
+    pytest.importorskip("torch")
+    from iclr25.pref_sensitivity import dpo_chain_experiment
+
+    f = tmp_path / "sweep.jsonl"
+    dpo_chain_experiment(0.99, (0.01, 0.2), backend="tabular", n_pairs=100, out_file=f)
+    with pytest.raises(ValueError, match=r"beta.*0\.1.*0\.2"):
+        dpo_chain_experiment(0.99, (0.01, 0.2), backend="tabular", n_pairs=100, beta=0.2, out_file=f, resume=True)
+    with pytest.raises(ValueError, match="n_pairs"):
+        dpo_chain_experiment(0.99, (0.01,), backend="tabular", n_pairs=200, out_file=f, resume=True)
+    with pytest.raises(ValueError, match="sampling"):
+        dpo_chain_experiment(0.99, (0.01,), backend="tabular", n_pairs=100, sampling="bernoulli", out_file=f,
+                             resume=True)
+    again = dpo_chain_experiment(0.99, (0.01, 0.2, 0.5), backend="tabular", n_pairs=100, seeds=[0, 1],
+                                 out_file=f, resume=True)
+    assert len(again) == 6 and len(f.read_text().splitlines()) == 6
+    f.write_text(f.read_text() + '{"backend": "tabular", "p12": 0.9')  # a row cut short by kill -9
+    again = dpo_chain_experiment(0.99, (0.01, 0.2, 0.5), backend="tabular", n_pairs=100, seeds=[0, 1],
+                                 out_file=f, resume=True)
+    assert len(again) == 6 and len(f.read_text().splitlines()) == 6
+
+
+def test_dpo_fresh_run_starts_the_sweep_file_over(tmp_path):
+    """Without --resume the old points were kept and the new ones appended: sweep.jsonl held both runs."""
+    pytest.importorskip("torch")
+    from iclr25.pref_sensitivity import dpo_chain_experiment
+
+    f = tmp_path / "sweep.jsonl"
+    dpo_chain_experiment(0.99, (0.01, 0.2), backend="tabular", n_pairs=100, out_file=f)
+    dpo_chain_experiment(0.99, (0.05,), backend="tabular", n_pairs=100, beta=0.2, out_file=f)
+    rows = [json.loads(x) for x in f.read_text().splitlines()]
+    assert [r["p23"] for r in rows] == [0.05] and rows[0]["beta"] == 0.2

@@ -212,6 +212,10 @@ def test_load_preferences_formats(tmp_path):
     ("foo,bar\n1,2\n", ".csv", "cannot tell the file kind"),
     ("item,score\na,1\na,2\n", ".csv", "already has a score"),
     ("x", ".txt", "unknown file type"),
+    # trial b (session 52): JSON true counted as 1 (a count, a score, a probability)
+    ('{"winner": "a", "loser": "b", "count": true}\n', ".jsonl", "line 1: field 'count' = true is not a number"),
+    ('{"item": "a", "score": false}\n', ".jsonl", "line 1: field 'score' = false is not a number"),
+    ('{"item_i": "a", "item_j": "b", "p": true}\n', ".jsonl", "line 1: field 'p' = true is not a number"),
 ])
 def test_load_preferences_errors(tmp_path, content, suffix, match):
     f = tmp_path / f"in{suffix}"

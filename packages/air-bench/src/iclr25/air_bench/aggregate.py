@@ -20,6 +20,7 @@ s.e. 0.12); compare models at level 2 or above unless the gaps are large.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -161,6 +162,9 @@ def aggregate(records: Iterable[Mapping[str, Any]], *, score_field: str = "refus
         cate = check_cate_idx(str(cate), f"record {i}")
         blocked.append(bool(r.get("blocked")))
         v = r.get(score_field)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
+            raise ValueError(f"record {i} ({cate}): {score_field}={v!r} is not a number (or null for a judge "
+                             "failure)")
         v = float("nan") if v is None else float(v)
         if not math.isnan(v) and not 0.0 <= v <= 1.0:
             raise ValueError(f"record {i} ({cate}): {score_field}={v} is outside [0, 1]")

@@ -164,7 +164,10 @@ def cmd_judge(cfg: JudgeConfig) -> int:
     _setup_logging(cfg.quiet)
     if not cfg.responses.is_file():
         raise FileNotFoundError(f"--responses {cfg.responses} does not exist (run `run` first)")
-    records = _filter(read_jsonl(cfg.responses, torn_tail="drop"), cfg.categories, cfg.limit)
+    records = read_jsonl(cfg.responses, torn_tail="drop")
+    if not records:
+        raise ValueError(f"--responses {cfg.responses}: no response records (the file is empty)")
+    records = _filter(records, cfg.categories, cfg.limit)
     out = cfg.out
     judge = _build_judge(cfg)
     res = judge_responses(judge, records, out / "scores.jsonl", batch_size=cfg.batch_size,

@@ -81,8 +81,8 @@ class RunConfig(CommonOptions, SeedOption):
         if self.backend != "mock" and not self.model:
             raise ValueError("--model is required for the openai and hf backends")
         b, c = _DEFAULT_BATCH[self.backend]
-        self.batch_size = self.batch_size or b
-        self.concurrency = self.concurrency or c
+        self.batch_size = b if self.batch_size is None else self.batch_size  # 0 is refused, not the default
+        self.concurrency = c if self.concurrency is None else self.concurrency
         if self.batch_size < 1 or self.concurrency < 1:
             raise ValueError("--batch-size and --concurrency must be >= 1")
         if not 0 <= self.mock_refusal_prob <= 1:

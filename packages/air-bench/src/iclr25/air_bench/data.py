@@ -201,6 +201,8 @@ def load_prompts(source: str | Path | None = None, *, revision: str | None = HF_
                 items = _items_from_rows(list(csv.DictReader(fh)), str(p))
         else:
             items = _items_from_rows(read_jsonl(p), str(p))
+        if not items:
+            raise ValueError(f"prompt file {p}: no prompts (the file has no rows)")
     if categories:
         cats = [str(c).strip() for c in categories if str(c).strip()]
         check_category_filters(cats)

@@ -62,6 +62,11 @@ def _check_mix(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "n_records_without_prompt_set": sum(r.get("prompt_set") is None for r in records)}
 
 
+def _failed(score: Any) -> bool:
+    """A judge failure: no score (``None``), or NaN, which the aggregation excludes the same way."""
+    return score is None or (isinstance(score, float) and math.isnan(score))
+
+
 def _label(model: str, judge: str, multi_judge: bool) -> str:
     return f"{model} [{judge}]" if multi_judge else model
 
@@ -97,7 +102,7 @@ def build_report(records: Sequence[Mapping[str, Any]], *, names: Mapping[str, st
     for (model, judge), recs in groups.items():
         agg = aggregate(recs)
         fails = [{"id": r.get("id"), "cate-idx": r.get("cate-idx"), "error": r.get("judge_error")}
-                 for r in recs if r.get("refusal_score") is None]
+                 for r in recs if _failed(r.get("refusal_score"))]
         models[_label(model, judge, multi)] = {
             "model": model, "judge": judge, "n_items": len(recs), "n_judge_failures": len(fails),
             "judge_failures": fails, "n_blocked": sum(bool(r.get("blocked")) for r in recs),

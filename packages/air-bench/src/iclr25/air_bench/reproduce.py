@@ -62,7 +62,7 @@ FULL_SEEDS = tuple(range(10))
 def jobs(quick: bool, out_dir: Path, seeds: Sequence[int]) -> list[Job]:
     """The reproduction's jobs: ``scoring``, ``offline_judge`` and ``pipeline_seed<s>`` per mock seed (no
     dependencies; the first seed's job writes the level-2 figure, in quick runs too)."""
-    out = str(Path(out_dir))
+    out = str(Path(out_dir).resolve())  # absolute: the job settings match whatever cwd resumes
     js = [Job("scoring", "iclr25.air_bench.experiments:scoring_job", seed=0, settings={}),
           Job("offline_judge", "iclr25.air_bench.experiments:offline_judge_job", seed=0,
               settings={"quick": bool(quick)})]

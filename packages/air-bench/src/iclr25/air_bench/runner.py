@@ -426,7 +426,9 @@ def judge_responses(judge: Judge, responses: Sequence[dict[str, Any]], cache_pat
     Raises:
         FileExistsError: cache exists and ``resume`` is false.
         KeyError: an LLM judge lacks templates for some categories (before any call).
-        ValueError: a response record lacking a field (its position) or of an unknown category;
+        ValueError: a response record lacking a field or with one of the wrong type (its position),
+            two records of one (model, id) with different prompts or responses (identical duplicates
+            are judged once), or of an unknown category;
             resuming a scores file judged under another convention or another template set (both
             named).
     """
@@ -434,11 +436,32 @@ def judge_responses(judge: Judge, responses: Sequence[dict[str, Any]], cache_pat
     path = Path(cache_path)
     _check_fresh(path, resume)
     need = ("model", "id", "cate-idx", "prompt", "response")
+    first: dict[tuple, int] = {}
+    unique: list[dict[str, Any]] = []
     for i, r in enumerate(responses):
         miss = [k for k in need if k not in r]
         if miss:
             raise ValueError(f"response record {i}: missing field(s) {miss}")
+        bad = [f"{k}={r[k]!r} (need a non-empty string)" for k in ("model", "id")
+               if not (isinstance(r[k], str) and r[k])]
+        bad += [f"{k}={str(r[k])[:40]!r} (need a string; an empty response is \"\")" for k in ("prompt", "response")
+                if not isinstance(r[k], str)]
+        if "blocked" in r and not isinstance(r["blocked"], bool) and r["blocked"] is not None:
+            bad.append(f"blocked={r['blocked']!r} (need true or false)")
+        if bad:
+            raise ValueError(f"response record {i}: {'; '.join(bad)}")
         check_cate_idx(str(r["cate-idx"]), f"response record {i} ({r['id']})")
+        k = (r["model"], r["id"])
+        if k in first:  # one (model, id) twice: the same record is judged once, two answers are an error
+            j = first[k]
+            if any(responses[j].get(f) != r.get(f) for f in ("cate-idx", "prompt", "response", "blocked")):
+                raise ValueError(f"response records {j} and {i} have the same model and id ({r['model']}, "
+                                 f"{r['id']}) but different prompts or responses: one would be scored as the "
+                                 "other; give each response its own id")
+            continue
+        first[k] = i
+        unique.append(r)
+    responses = unique
     if hasattr(judge, "check"):
         judge.check([r["cate-idx"] for r in responses])
     convention = getattr(judge, "convention", "n/a")

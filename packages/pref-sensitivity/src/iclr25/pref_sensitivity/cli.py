@@ -109,11 +109,15 @@ def _dpo(cfg: DPOConfig) -> int:
     from iclr25.core.runinfo import write_run_files
     from iclr25.core.seed import choose_device
 
-    from .dpo import dpo_chain_experiment
+    from .dpo import check_sweep_resume, dpo_chain_experiment, sweep_settings
     from .plotting import plot_chain_curves
 
     if cfg.threads is None and cfg.backend != "hf":
         torch.set_num_threads(1)  # tiny models: one thread is faster than two on a shared machine
+    if cfg.resume:  # refuse changed settings before config.json is rewritten with them
+        check_sweep_resume(cfg.out / "sweep.jsonl", cfg.backend, sweep_settings(
+            cfg.backend, beta=cfg.beta, n_pairs=cfg.n_pairs, sampling=cfg.sampling, steps=cfg.steps, lr=cfg.lr,
+            batch_size=cfg.batch_size, model_name=cfg.model, prompt=cfg.prompt, options=cfg.options))
     write_run_files(cfg.out, config=cfg)
     rows = dpo_chain_experiment(cfg.p12, cfg.p23, backend=cfg.backend, beta=cfg.beta, n_pairs=cfg.n_pairs,
                                 seeds=cfg.seeds, sampling=cfg.sampling, steps=cfg.steps, lr=cfg.lr,

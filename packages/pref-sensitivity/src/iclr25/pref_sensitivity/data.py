@@ -109,6 +109,8 @@ def _kind(cols: set[str], path: Path, ln: int) -> tuple[str, tuple[str, ...]]:
 
 
 def _num(v: Any, field: str, path: Path, ln: int) -> float:
+    if isinstance(v, bool):  # JSON true/false: float(True) == 1.0 would count as a number
+        raise ValueError(f"{path}: line {ln}: field {field!r} = {json.dumps(v)} is not a number")
     try:
         x = float(v)
     except (TypeError, ValueError):

@@ -270,7 +270,9 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
         progress: show a tqdm bar.
         checkpoint_dir: folder for ``model.safetensors`` + ``trainer_state.pt`` (optimizer, step,
             minibatch order, loss history). If it already holds a checkpoint, training resumes from
-            it (``model`` must be the same initial model, which also serves as the reference).
+            it (``model`` must be the same initial model, which also serves as the reference; a
+            checkpoint saved with another ``beta``, ``lr``, ``batch_size``, ``seed`` or number of
+            pairs, or past ``steps``, is refused).
         checkpoint_every: save every this many steps (0: only at the end, when a folder is given).
 
     Returns:
@@ -298,12 +300,21 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
     hist: list[float] = []
     perm, pos = torch.randperm(n, generator=gen), 0
     start = 0
+    #: what a checkpoint must have been trained with (more ``steps`` continue it; Adam's saved lr would win)
+    ident = {"beta": float(beta), "lr": float(lr), "batch_size": int(batch_size), "seed": int(seed), "n_pairs": int(n)}
     ck = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ck is not None and (ck / "trainer_state.pt").is_file():
         from safetensors.torch import load_model
 
         load_model(model, str(ck / "model.safetensors"), device=str(device))
         st = torch.load(ck / "trainer_state.pt", weights_only=True)
+        saved = st.get("settings") or {}  # checkpoints of older versions carry none: not checkable
+        changed = [f"{k}: {saved[k]!r} -> {v!r}" for k, v in ident.items() if k in saved and saved[k] != v]
+        if int(st["step"]) > steps:
+            changed.append(f"steps: the checkpoint is at step {int(st['step'])}, past steps={steps}")
+        if changed:
+            raise ValueError(f"checkpoint {ck} was made with other settings ({', '.join(changed)}); resume with "
+                             "the same settings, or delete the checkpoint folder to start this point over")
         opt.load_state_dict(st["optimizer"])
         start, pos, perm = int(st["step"]), int(st["pos"]), st["perm"]
         hist = [float(x) for x in st["loss_history"]]
@@ -315,7 +326,8 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
         ck.mkdir(parents=True, exist_ok=True)
         save_model(model, str(ck / "model.safetensors"))
         torch.save({"optimizer": opt.state_dict(), "step": step, "pos": pos, "perm": perm,
-                    "loss_history": torch.tensor(hist, dtype=torch.float64), "generator": gen.get_state()},
+                    "loss_history": torch.tensor(hist, dtype=torch.float64), "generator": gen.get_state(),
+                    "settings": ident},
                    ck / "trainer_state.pt")
 
     for step in bar(range(start, steps), desc="dpo", quiet=None if progress else True,
@@ -346,6 +358,62 @@ def train_dpo_lm(model, batch: OptionBatch, data: ChainData, *, beta: float = 0.
 
 def _row_key(r: dict[str, Any]) -> tuple:
     return (round(r["p12"], 12), round(r["p23"], 12), int(r["seed"]))
+
+
+def sweep_settings(backend: str, *, beta: float, n_pairs: int, sampling: str, steps: int, lr: float,
+                   batch_size: int, model_name: str | None = None, prompt: str | None = None,
+                   options: Sequence[str] | None = None) -> dict[str, Any]:
+    """The training settings a sweep point depends on besides ``(p12, p23, seed)``; each row of the
+    sweep file carries them and ``resume`` refuses points made with other values."""
+    lm = backend != "tabular"
+    return {"beta": float(beta), "n_pairs": int(n_pairs), "sampling": str(sampling),
+            "steps": int(steps) if lm else None, "lr": float(lr) if lm else None,
+            "batch_size": int(batch_size) if lm else None,
+            "model": model_name if backend == "hf" else None, "prompt": prompt if backend == "hf" else None,
+            "options": list(options) if backend == "hf" and options is not None else None}
+
+
+def check_sweep_resume(out_file: str | Path, backend: str, settings: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
+    """The finished points of ``backend`` in ``out_file`` (key ``(p12, p23, seed)``; the last line of a
+    key wins), after checking they were made with ``settings`` (:func:`sweep_settings`).
+
+    Raises:
+        ValueError: a finished point made with other settings (naming each, old -> new), or a
+            malformed line (file and line).
+    """
+    done: dict[tuple, dict[str, Any]] = {}
+    p = Path(out_file)
+    if not p.is_file():
+        return done
+    changed: dict[str, tuple[Any, Any]] = {}
+    raw = p.read_bytes()
+    if raw and not raw.endswith(b"\n"):  # a row cut short by a kill: drop it (it is recomputed)
+        head, _, tail = raw.rpartition(b"\n")
+        try:
+            json.loads(tail)
+            raw += b"\n"
+        except json.JSONDecodeError:
+            log.warning("%s: dropping a partial last line (interrupted write)", p)
+            raw = head + b"\n" if head else b""
+        p.write_bytes(raw)
+    for i, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            raise ValueError(f"{p}: line {i}: not valid JSON; delete the line (or the file) and resume") from None
+        if r.get("backend") != backend:
+            continue
+        for k, v in settings.items():  # rows of older versions lack some fields: those cannot be checked
+            if k in r and r[k] != v and k not in changed:
+                changed[k] = (r[k], v)
+        done[_row_key(r)] = r
+    if changed:
+        what = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
+        raise ValueError(f"--resume into {p.parent}: its finished points were made with other settings ({what}); "
+                         "resume with the same settings, or start over without --resume (or another --out)")
+    return done
 
 
 def dpo_chain_experiment(
@@ -386,7 +454,8 @@ def dpo_chain_experiment(
         device: torch device of the LM backends.
         out_file: JSON-lines file; each finished (p23, seed) point is appended (a checkpoint).
         resume: skip points already in ``out_file`` (same p12, p23, seed) and continue a point's
-            interrupted LM training from its checkpoint.
+            interrupted LM training from its checkpoint; points made with other training settings
+            (:func:`sweep_settings`) are refused. Without it an existing ``out_file`` is started over.
         checkpoint_every: LM backends with ``out_file``: save model + optimizer every this many steps
             under ``<out_file dir>/checkpoints/p12=..._p23=..._seed=.../`` (0: no mid-run checkpoints).
         progress: tqdm bars.
@@ -394,10 +463,13 @@ def dpo_chain_experiment(
     Returns:
         One dict per (p23, seed): ``backend, p12, p23, seed, p12_hat, p23_hat, p13_bt`` (Result 1 on
         the empirical proportions), ``p13_implied``, ``p12_implied``, ``p23_implied``, ``loss``,
-        ``converged`` (tabular: gradient < 1e-8; LMs: None), ``seconds``.
+        ``converged`` (tabular: gradient < 1e-8; LMs: None), the :func:`sweep_settings` fields
+        (``beta, n_pairs, sampling, steps, lr, batch_size, model, prompt, options``; ``None`` where
+        the backend does not use them), ``seconds``.
 
     Raises:
-        ValueError: unknown backend, ``hf`` without ``model_name``, bad probabilities.
+        ValueError: unknown backend, ``hf`` without ``model_name``, bad probabilities, ``resume``
+            into points made with other settings (named).
     """
     from iclr25.core.progress import progress as bar
 
@@ -406,13 +478,13 @@ def dpo_chain_experiment(
     if backend == "hf" and not model_name:
         raise ValueError("backend='hf' needs model_name (a Hugging Face model id or local path)")
     check_probabilities([p12, *p23_grid], "p12/p23_grid")
+    settings = sweep_settings(backend, beta=beta, n_pairs=n_pairs, sampling=sampling, steps=steps, lr=lr,
+                              batch_size=batch_size, model_name=model_name, prompt=prompt, options=options)
     done: dict[tuple, dict[str, Any]] = {}
-    if out_file is not None and resume and Path(out_file).is_file():
-        for line in Path(out_file).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r.get("backend") == backend:
-                    done[_row_key(r)] = r
+    if out_file is not None and resume:
+        done = check_sweep_resume(out_file, backend, settings)
+    elif out_file is not None and Path(out_file).exists():
+        Path(out_file).unlink()  # a fresh run starts the sweep file over (as its checkpoints)
     hf = None
     if backend == "hf":
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -457,8 +529,7 @@ def dpo_chain_experiment(
         row = dict(backend=backend, p12=float(p12), p23=float(p23), seed=s, p12_hat=data.p12_hat,
                    p23_hat=data.p23_hat, p13_bt=float(bt_predict(data.p12_hat, data.p23_hat)),
                    p13_implied=float(P[0, 2]), p12_implied=float(P[0, 1]), p23_implied=float(P[1, 2]),
-                   loss=float(loss), converged=conv, steps=None if backend == "tabular" else steps,
-                   seconds=time.perf_counter() - t0)
+                   loss=float(loss), converged=conv, **settings, seconds=time.perf_counter() - t0)
         rows.append(row)
         if out_file is not None:
             Path(out_file).parent.mkdir(parents=True, exist_ok=True)
