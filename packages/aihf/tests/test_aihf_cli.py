@@ -158,13 +158,13 @@ def test_packaged_presets_load_by_name():
     a path, an unknown name is an error naming the presets; an existing file of that name wins."""
     import yaml
 
-    from iclr25.aihf.cli import _presets
     from iclr25.aihf.config import PRESETS, preset_path
+    from iclr25.core.config import expand_presets
 
-    argv = _presets(["train", "--config", "hh_pythia", "--w", "0.3"])
-    assert argv[2] == str(preset_path("hh_pythia")) and argv[3:] == ["--w", "0.3"]
-    assert yaml.safe_load(open(argv[2]))["task"] == "text"
-    assert _presets(["train", "--config=hh_pythia"])[1] == f"--config={preset_path('hh_pythia')}"
+    argv = expand_presets(["--config", "hh_pythia", "--w", "0.3"], PRESETS, preset_path)
+    assert argv[1] == str(preset_path("hh_pythia")) and argv[2:] == ["--w", "0.3"]
+    assert yaml.safe_load(open(argv[1]))["task"] == "text"
+    assert expand_presets(["--config=hh_pythia"], PRESETS, preset_path)[0] == f"--config={preset_path('hh_pythia')}"
     assert all(preset_path(n).is_file() for n in PRESETS)
     with pytest.raises(ValueError, match="packaged presets"):
         preset_path("nope")

@@ -366,3 +366,33 @@ def test_help_into_a_closed_pipe_is_quiet_exit_141():
     err = p.stderr.read().decode()
     p.wait(60)
     assert p.returncode == 141 and "Traceback" not in err and "BrokenPipe" not in err, (p.returncode, err)
+
+
+def test_expand_presets_names_files_and_errors(tmp_path, monkeypatch, capsys):
+    """``run_cli(presets=...)``: a preset name loads the packaged file, an existing file of that name wins, and a
+    value that is neither lists the presets (exit 2, one line)."""
+    from iclr25.core.config import Command, expand_presets, run_cli
+
+    packaged = tmp_path / "pkg"
+    packaged.mkdir()
+    (packaged / "small.yaml").write_text("x: 3\n")
+    path_of = lambda n: packaged / f"{n}.yaml"  # noqa: E731
+    assert expand_presets(["--config", "small", "--x", "1"], ["small"], path_of) == [
+        "--config", str(packaged / "small.yaml"), "--x", "1"]
+    assert expand_presets(["--config=small"], ["small"], path_of) == [f"--config={packaged / 'small.yaml'}"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small").write_text("x: 4\n")                       # a file here named like the preset wins
+    assert expand_presets(["--config", "small"], ["small"], path_of) == ["--config", "small"]
+
+    @dataclass
+    class Cfg:
+        x: int = 0
+
+    seen = {}
+    cmds = {"go": Command(Cfg, lambda c: seen.update(x=c.x) or 0)}
+    assert run_cli("prog", "d", cmds, ["go", "--config", str(packaged / "small.yaml")], presets=(["small"], path_of)) == 0
+    assert seen["x"] == 3
+    assert run_cli("prog", "d", cmds, ["go", "--config", "smal"], presets=(["small", "big"], path_of)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("prog go: error: --config smal: no such file, and not a packaged preset (the presets are small, "
+                   "big); give a preset name or a YAML/JSON file"), err

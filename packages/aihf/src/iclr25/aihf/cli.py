@@ -44,37 +44,10 @@ def _mujoco(cfg: MujocoConfig) -> int:
     return run_mujoco(cfg)
 
 
-def _presets(argv: list[str]) -> list[str]:
-    """``--config NAME`` with a packaged preset's name (:data:`~iclr25.aihf.config.PRESETS`) and no file of that
-    name -> the packaged file's path; neither a file nor a preset: a ``ValueError`` listing the presets."""
-    from pathlib import Path
-
-    from .config import PRESETS, preset_path
-
-    out = list(argv)
-    for i, a in enumerate(out):
-        value = out[i + 1] if a == "--config" and i + 1 < len(out) else a[9:] if a.startswith("--config=") else None
-        if value is None or Path(value).exists():
-            continue
-        if value not in PRESETS:  # the core would say only "config file X does not exist"
-            raise ValueError(f"--config {value}: no such file, and not a packaged preset (the presets are "
-                             f"{', '.join(PRESETS)}); give a preset name or a YAML/JSON file")
-        if a == "--config":
-            out[i + 1] = str(preset_path(value))
-        else:
-            out[i] = f"--config={preset_path(value)}"
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``iclr25-aihf``; returns the exit code. ``--config hh_pythia`` loads the packaged preset."""
-    import sys
+    from .config import PRESETS, preset_path
 
-    try:
-        argv = _presets(list(sys.argv[1:] if argv is None else argv))
-    except ValueError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
     return run_cli(
         PROG,
         "AIHF (ICLR 2025): reward and policy learned jointly from demonstrations and preferences, "
@@ -94,4 +67,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         argv,
         version=__version__,
+        presets=(PRESETS, preset_path),
     )

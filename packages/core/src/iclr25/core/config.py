@@ -46,6 +46,7 @@ __all__ = [
     "default_out",
     "changed_settings",
     "guard_resume_settings",
+    "expand_presets",
 ]
 
 T = TypeVar("T")
@@ -400,7 +401,8 @@ def _apply_common(prog: str, name: str, cfg: Any, *, uses_device: bool = True) -
 
 
 def run_cli(prog: str, description: str, commands: Mapping[str, Command],
-            argv: Sequence[str] | None = None, *, version: str | None = None) -> int:
+            argv: Sequence[str] | None = None, *, version: str | None = None,
+            presets: tuple[Sequence[str], Callable[[str], Path]] | None = None) -> int:
     """Dispatch ``prog SUBCOMMAND [--config FILE] [flags]``; returns the exit code.
 
     ``prog --help`` lists the subcommands; ``prog SUB --help`` lists SUB's flags with defaults;
@@ -419,9 +421,13 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
     ``prog SUB: interrupted`` with the exception's message, exit code 130. A reader that closes the pipe
     early (``prog --help | head``) ends the command quietly, exit code 141 (128 + SIGPIPE), as for other Unix
     tools, instead of a ``BrokenPipeError`` traceback.
+
+    ``presets=(NAMES, path_of)``: ``--config NAME`` with NAME one of the package's packaged presets (and no file
+    of that name here) loads ``path_of(NAME)``; a value that is neither a file nor a preset is an error that
+    lists the presets (:func:`expand_presets`).
     """
     try:
-        return _run_cli(prog, description, commands, argv, version=version)
+        return _run_cli(prog, description, commands, argv, version=version, presets=presets)
     except BrokenPipeError:
         # stdout's reader is gone: point stdout at /dev/null so that the interpreter's final flush is quiet too
         try:
@@ -432,8 +438,30 @@ def run_cli(prog: str, description: str, commands: Mapping[str, Command],
         return 141
 
 
+def expand_presets(argv: Sequence[str], names: Sequence[str], path_of: Callable[[str], Path]) -> list[str]:
+    """``--config NAME`` / ``--config=NAME`` with NAME in ``names`` and no file of that name -> ``path_of(NAME)``.
+
+    Raises:
+        ValueError: a ``--config`` value that is neither an existing file nor one of ``names`` (the message
+            lists them; without this check the parser would say only that the file does not exist).
+    """
+    out = list(argv)
+    for i, a in enumerate(out):
+        value = out[i + 1] if a == "--config" and i + 1 < len(out) else a[9:] if a.startswith("--config=") else None
+        if value is None or Path(value).exists():
+            continue
+        if value not in names:
+            raise ValueError(f"--config {value}: no such file, and not a packaged preset (the presets are "
+                             f"{', '.join(names)}); give a preset name or a YAML/JSON file")
+        if a == "--config":
+            out[i + 1] = str(path_of(value))
+        else:
+            out[i] = f"--config={path_of(value)}"
+    return out
+
+
 def _run_cli(prog: str, description: str, commands: Mapping[str, Command], argv: Sequence[str] | None,
-             *, version: str | None) -> int:
+             *, version: str | None, presets: tuple[Sequence[str], Callable[[str], Path]] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     width = max(len(n) for n in commands) if commands else 0
     listing = "\n".join(f"  {n:<{width}}  {c.help}" for n, c in commands.items())
@@ -454,6 +482,8 @@ def _run_cli(prog: str, description: str, commands: Mapping[str, Command], argv:
     debug = os.environ.get("ICLR25_DEBUG") == "1"
     try:
         rest = _rewrite_deprecated(f"{prog} {name}", rest, cmd.deprecated)
+        if presets is not None:
+            rest = expand_presets(rest, *presets)
         cfg = parse_config(cmd.config, rest, prog=f"{prog} {name}", description=cmd.help)
         cfg = _apply_common(prog, name, cfg, uses_device=cmd.uses_device)
     except (ConfigError, ValueError) as e:

@@ -532,35 +532,9 @@ def _dev(name: str) -> str:
 _DEPRECATED = {"--save-every": "--checkpoint-every"}
 
 
-def _packaged_config(argv: list[str]) -> list[str]:
-    """``--config NAME`` with NAME a packaged preset (:data:`~.config.PRESETS`) and no such file here -> its path;
-    neither a file nor a preset: a ``ValueError`` listing the presets."""
+def main(argv: Sequence[str] | None = None) -> int:
     from .config import PRESETS, preset_path
 
-    out = list(argv)
-    for i, a in enumerate(out):
-        value = (out[i + 1] if a == "--config" and i + 1 < len(out)
-                 else a.split("=", 1)[1] if a.startswith("--config=") else None)
-        if value is None or Path(value).exists():
-            continue
-        if value not in PRESETS:  # the core would say only "config file X does not exist"
-            raise ValueError(f"--config {value}: no such file, and not a packaged preset (the presets are "
-                             f"{', '.join(PRESETS)}); give a preset name or a YAML/JSON file")
-        if a == "--config":
-            out[i + 1] = str(preset_path(value))
-        else:
-            out[i] = f"--config={preset_path(value)}"
-    return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import sys
-
-    try:
-        argv = _packaged_config(list(sys.argv[1:] if argv is None else argv))
-    except ValueError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
     return run_cli(PROG, DESCRIPTION, {
         "train-knowledge": Command(TrainKnowledgeConfig, cmd_train_knowledge,
                                    "stage 1: knowledge LoRA(s) on knowledge JSONL (saved as PEFT adapters)",
@@ -574,4 +548,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reproduce": reproduce_command(SLUG, "iclr25.prereq_tune.reproduce:reproduce", __version__,
                                        config=PrereqReproduceConfig),
         "demo": Command(DemoConfig, cmd_demo, "one quick seed end to end; prints the C1/C2/C3 tables"),
-    }, argv, version=__version__)
+    }, argv, version=__version__, presets=(PRESETS, preset_path))
