@@ -116,12 +116,39 @@ def test_parse_user_responses(tmp_path, capsys, mtp_data):
     ('{"id": "Species:5Dog|5Person:p0", "lang": "en"}\n', "missing field(s) ['response']"),
     ('{"id": "Nope:1X|1Y:p0", "lang": "en", "response": "x"}\n', ":1: unknown vignette id 'Nope:1X|1Y:p0'"),
     ('{"id": "Species:5Dog|5Person:p0", "lang": "zh", "response": "x"}\n', "did you mean 'zh-cn'"),
+    # wrong types of the optional fields were dropped silently (a German answer then parsed as English)
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "de", "response": "fünf Hunde", "response_en": 7}\n',
+     ":1: 'response_en' must be a string"),
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "x", "model": 3}\n',
+     ":1: 'model' must be a non-empty string"),
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "x", "model": ""}\n',
+     ":1: 'model' must be a non-empty string"),
 ])
 def test_parse_bad_responses(tmp_path, capsys, content, msg):
     p = tmp_path / "resp.jsonl"
     p.write_text(content)
     assert main(["parse", "--responses", str(p), "--out", str(tmp_path / "run")]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_parse_resume_refuses_changed_answers(tmp_path, capsys, mtp_data):
+    """``parse --responses --resume`` with another answer for an item already in the run kept the cached answer
+    and its label silently ("0 new, 1 cached"); it is refused (exit 2, naming the line), while the same answers
+    and new items are accepted."""
+    run = tmp_path / "run"
+    p = tmp_path / "resp.jsonl"
+    p.write_text(json.dumps({"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "Five people."}) + "\n")
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet"]) == 0
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet", "--resume"]) == 0
+    capsys.readouterr()
+    q = tmp_path / "resp2.jsonl"
+    q.write_text(json.dumps({"id": "Age:1Girl|1Woman:p0", "lang": "en", "response": "The girl."}) + "\n"
+                 + json.dumps({"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "Neither."}) + "\n")
+    before = (run / "cache.jsonl").read_text()
+    assert main(["parse", "--responses", str(q), "--out", str(run), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"{q}:2: " in err and "another response" in err and "Traceback" not in err, err
+    assert (run / "cache.jsonl").read_text() == before
 
 
 def test_human(tmp_path, capsys, mtp_data):
