@@ -86,6 +86,29 @@ def test_scripted_query_parse_evaluate(tmp_path, capsys, mtp_data):
     assert "pass --resume" in capsys.readouterr().err
 
 
+def test_scripted_resume_refuses_another_agent(tmp_path, capsys, mtp_data):
+    """The scripted agent (profile, refusal, seed) is the model of a scripted run: a ``--resume`` that adds a
+    language with another ``--agent-refusal`` answered it with another agent, mixed silently into the run."""
+    run = tmp_path / "run"
+    q = ["query", "--backend", "scripted", "--translator", "tag", "--limit", "20", "--agent-refusal", "0.2",
+         "--out", str(run), "--quiet"]
+    assert main([*q, "--langs", "de"]) == 0
+    before = (run / "cache.jsonl").read_text()
+    capsys.readouterr()
+    for flag, value in (("--agent-refusal", "0.9"), ("--agent-seed", "3"), ("--agent-profile", "random")):
+        args = [*q, "--langs", "de,fr", "--resume", flag, value]
+        if flag == "--agent-refusal":
+            args = [a for a in args if a != "0.2"]
+            args.remove("--agent-refusal")
+            args += ["--agent-refusal", value]
+        assert main(args) == 2, flag
+        err = capsys.readouterr().err
+        assert "agent" in err and "Traceback" not in err, err
+    assert (run / "cache.jsonl").read_text() == before
+    assert main([*q, "--langs", "de,fr", "--resume"]) == 0  # the same agent may add a language
+    assert "(20 new, 20 cached" in capsys.readouterr().out
+
+
 def test_evaluate_real_parsed_csvs_and_k_too_large(tmp_path, capsys, mtp_data):
     files = [str(mtp_data / "llm_responses" / f"gpt3_default_{lg}_parsed.csv") for lg in ("de", "zh")]
     assert main(["evaluate", "--parsed-csv", *files, "--out", str(tmp_path), "--k", "2", "--no-plot"]) == 0

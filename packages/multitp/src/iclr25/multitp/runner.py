@@ -321,7 +321,8 @@ def run_query(out_dir: str | Path, backend: Any, *, model: str, langs: Sequence[
                 "decoding": _gen_dict(config), "paraphrase": paraphrase, "vignette_seed": vignette_seed,
                 "n_vignettes": len(base), "langs": langs, **(backend_settings or {})}
     check_config(out, "query", settings, resume=resume,
-                 fixed=("model", "role", "translator", "back_translator", "decoding", "paraphrase", "vignette_seed"))
+                 fixed=("model", "role", "translator", "back_translator", "decoding", "paraphrase", "vignette_seed",
+                        *(("agent",) if "agent" in settings else ())))  # a scripted run's agent (cli)
     cache = RunCache(out / CACHE_FILE)
     tdir = out / "translations"
     per_lang: dict[str, list[Vignette]] = {}
