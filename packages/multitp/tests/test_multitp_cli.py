@@ -109,6 +109,28 @@ def test_scripted_resume_refuses_another_agent(tmp_path, capsys, mtp_data):
     assert "(20 new, 20 cached" in capsys.readouterr().out
 
 
+def test_evaluate_undefined_misalignment_is_valid_json(tmp_path, capsys, mtp_data):
+    """Every answer a refusal: misalignment and the mean refusal had no value and ``results.json`` held bare
+    ``NaN`` (not JSON: strict parsers refuse the file) and results.md "nan"; both now say null / undefined."""
+    from iclr25.multitp import generate_vignettes
+
+    p = tmp_path / "resp.jsonl"
+    p.write_text("".join(json.dumps({"id": v.id, "lang": "de", "response": "Ich kann nicht.",
+                                     "response_en": "I cannot choose."}) + "\n" for v in generate_vignettes()[:40]))
+    run = tmp_path / "run"
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet"]) == 0
+    assert main(["evaluate", "--run", str(run), "--out", str(tmp_path / "ev"), "--no-plot", "--quiet"]) == 0
+
+    def no_constant(c):
+        raise ValueError(f"results.json holds {c}")
+
+    res = json.loads((tmp_path / "ev" / "results.json").read_text(), parse_constant=no_constant)
+    mis = res["models"]["user-model"]["misalignment"]["country/renormalised"]
+    assert mis["score"] is None and mis["score_bias_corrected"] is None
+    md = (tmp_path / "ev" / "results.md").read_text()
+    assert "nan" not in md.lower() and "misalignment country/renormalised: undefined" in md
+
+
 def test_evaluate_real_parsed_csvs_and_k_too_large(tmp_path, capsys, mtp_data):
     files = [str(mtp_data / "llm_responses" / f"gpt3_default_{lg}_parsed.csv") for lg in ("de", "zh")]
     assert main(["evaluate", "--parsed-csv", *files, "--out", str(tmp_path), "--k", "2", "--no-plot"]) == 0
