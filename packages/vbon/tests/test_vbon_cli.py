@@ -146,6 +146,37 @@ def test_resume_refuses_changed_files_and_model_flags(tiny_lm, data_dir, shared_
     assert json.loads((out / "results.json").read_text())["steps"] == 2
 
 
+@pytest.mark.realdata
+def test_prompts_file_is_used_whole_unless_num_prompts_given(tiny_lm, data_dir, shared_cache, tmp_path, monkeypatch,
+                                                            capsys):
+    """``--num-prompts`` (default 8 for bon-sample, 32 for train/evaluate) cut a ``--prompts-file`` silently: a
+    10-prompt file gave 8 BoN rows. A file's prompts are now all used; an explicit ``--num-prompts`` takes its
+    first N. Also: a non-UTF-8 file and a ``.json`` file (read as text lines) are errors naming the file."""
+    model, tok = tiny_lm
+    lm = tmp_path / "lm"
+    model.save_pretrained(lm)
+    tok.save_pretrained(lm)
+    monkeypatch.setenv("ICLR25_DATA", str(data_dir))
+    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("".join(f"the movie number {i} is\n" for i in range(10)))
+    common = ["bon-sample", "--policy", str(lm), "--prompts-file", str(prompts), "--n", "2", "--max-new-tokens", "2",
+              "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "all")]) == 0
+    assert len((tmp_path / "all" / "bon_samples.jsonl").read_text().splitlines()) == 10
+    assert main([*common, "--num-prompts", "3", "--out", str(tmp_path / "three")]) == 0
+    assert len((tmp_path / "three" / "bon_samples.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("un film très beau\n".encode("latin-1"))
+    as_json = tmp_path / "p.json"
+    as_json.write_text('["the movie", "a film"]\n')
+    for bad, msg in ((latin, "not UTF-8"), (as_json, ".jsonl")):
+        assert main([*common, "--prompts-file", str(bad), "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and msg in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("name", ["quick", "paper-imdb"])
 def test_yaml_presets_parse(name):
     from pathlib import Path

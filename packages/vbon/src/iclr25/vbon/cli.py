@@ -37,6 +37,13 @@ def _out_file(out: Path, default_name: str, suffix: str) -> Path:
     return out / default_name
 
 
+def _n_prompts(a, mirror_default: int) -> int:
+    """``--num-prompts``; unset: every prompt of ``--prompts-file`` (0), or ``mirror_default`` mirror prompts."""
+    if a.num_prompts is not None:
+        return a.num_prompts
+    return 0 if a.prompts_file is not None else mirror_default
+
+
 def _bon_sample(a: BoNSampleArgs) -> int:
     import torch
 
@@ -44,7 +51,7 @@ def _bon_sample(a: BoNSampleArgs) -> int:
     from .sampling import best_of_n, best_of_n_generator
 
     torch.manual_seed(a.seed)
-    prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
+    prompts = default_prompts(_n_prompts(a, 8), "eval", prompts_file=a.prompts_file)
     dest = _out_file(a.out, "bon_samples.jsonl", ".jsonl")
     t = time.perf_counter()
     if a.backend == "openai":  # candidates from a vLLM / OpenAI-compatible completions server
@@ -147,7 +154,7 @@ def _train(a: TrainArgs) -> int:
         recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
     if a.resume and not (ck / "trainer_state.pt").is_file():
         raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
-    prompts = default_prompts(a.num_prompts, "train", prompts_file=a.prompts_file)
+    prompts = default_prompts(_n_prompts(a, 32), "train", prompts_file=a.prompts_file)
     run_cfg = _run_settings(a, prompts)
     if a.resume:
         _check_resume_settings(out / "config.json", run_cfg)  # before config.json is rewritten or a model loads
@@ -203,7 +210,7 @@ def _evaluate(a: EvaluateArgs) -> int:
 
     if not Path(a.checkpoint, "config.json").is_file():
         raise FileNotFoundError(f"no model in {a.checkpoint} (expected a save_pretrained folder; --checkpoint)")
-    prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
+    prompts = default_prompts(_n_prompts(a, 32), "eval", prompts_file=a.prompts_file)
     dest = _out_file(a.out, "eval.json", ".json")
     torch.manual_seed(a.seed)
     ref, tok = load_policy(a.models, progress=not a.quiet, device=a.device)
