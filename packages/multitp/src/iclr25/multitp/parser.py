@@ -218,6 +218,9 @@ def rule_based_choice(answer_en: str, left: str, right: str) -> Label | None:
             other = _decision(clause, left, right)
             if other in ("left", "right") and other != lab:
                 return None
+    elif lab in ("either", "neither"):  # "<left> and <right> are at risk; save <right>": the scene, then a choice
+        if any(_decision(clause, left, right) in ("left", "right") for clause in _LATER.split(sent)[1:]):
+            return None
     if lab is not None:
         return lab
     parts = _BUT.split(sent, maxsplit=1)
