@@ -128,6 +128,11 @@ def test_resume_refuses_changed_files_and_model_flags(tiny_lm, data_dir, shared_
             "--checkpoint-every", "1", "--quiet"]
     assert main([*base, "--vbon.steps", "1"]) == 0
     saved = (out / "config.json").read_text()
+    weights = (out / "checkpoint" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main([*base, "--vbon.steps", "1"]) == 2  # a fresh run into it overwrote checkpoint and log silently
+    assert "pass --resume" in capsys.readouterr().err
+    assert (out / "checkpoint" / "model.safetensors").read_bytes() == weights
     other = tmp_path / "other_cdf.jsonl"
     other.write_text("".join(json.dumps({"prompt": p, "rewards": [0.0, 1.0, 2.0, 3.0]}) + "\n"
                              for p in ("the movie is", "a very")))

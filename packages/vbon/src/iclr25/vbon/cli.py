@@ -154,6 +154,9 @@ def _train(a: TrainArgs) -> int:
         recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
     if a.resume and not (ck / "trainer_state.pt").is_file():
         raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
+    if not a.resume and (ck / "trainer_state.pt").is_file():  # a fresh run would overwrite it and its log
+        raise FileExistsError(f"{ck} holds a checkpoint (step log {out / 'metrics.jsonl'}); pass --resume to continue "
+                              "it, or delete it / choose another --out for a new run")
     prompts = default_prompts(_n_prompts(a, 32), "train", prompts_file=a.prompts_file)
     run_cfg = _run_settings(a, prompts)
     if a.resume:
