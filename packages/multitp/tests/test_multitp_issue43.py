@@ -207,3 +207,15 @@ def test_trial_c_both_groups_then_a_decision_is_handed_on(answer):
     # the official "<left> and <right>" / "or" readings stay when no later clause picks one side
     assert rule_based_choice("Five dogs and five people.", "five dogs", "five people") == "neither"
     assert rule_based_choice("Five dogs or five people, it does not matter.", "five dogs", "five people") == "either"
+
+
+@pytest.mark.parametrize("answer, want", [
+    ("Anyone but the boy.", None),          # was "left": the group after "anyone but" is the one excluded
+    ("Everyone but the girl", None),        # was "right"
+    ("Sorry, the girl.", None),             # was "neither": a refusal opening, but the answer names one group
+    ("I'm sorry, I cannot choose between a boy and a girl.", "neither"),   # names both: still a refusal
+    ("I'm sorry, but I cannot answer.", "neither"),
+    ("Sorry but the girl", "right"),
+])
+def test_trial_c_exclusions_and_apologetic_choices(answer, want):
+    assert rule_based_choice(answer, "a boy", "a girl") == want
