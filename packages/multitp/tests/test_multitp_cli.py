@@ -86,6 +86,51 @@ def test_scripted_query_parse_evaluate(tmp_path, capsys, mtp_data):
     assert "pass --resume" in capsys.readouterr().err
 
 
+def test_scripted_resume_refuses_another_agent(tmp_path, capsys, mtp_data):
+    """The scripted agent (profile, refusal, seed) is the model of a scripted run: a ``--resume`` that adds a
+    language with another ``--agent-refusal`` answered it with another agent, mixed silently into the run."""
+    run = tmp_path / "run"
+    q = ["query", "--backend", "scripted", "--translator", "tag", "--limit", "20", "--agent-refusal", "0.2",
+         "--out", str(run), "--quiet"]
+    assert main([*q, "--langs", "de"]) == 0
+    before = (run / "cache.jsonl").read_text()
+    capsys.readouterr()
+    for flag, value in (("--agent-refusal", "0.9"), ("--agent-seed", "3"), ("--agent-profile", "random")):
+        args = [*q, "--langs", "de,fr", "--resume", flag, value]
+        if flag == "--agent-refusal":
+            args = [a for a in args if a != "0.2"]
+            args.remove("--agent-refusal")
+            args += ["--agent-refusal", value]
+        assert main(args) == 2, flag
+        err = capsys.readouterr().err
+        assert "agent" in err and "Traceback" not in err, err
+    assert (run / "cache.jsonl").read_text() == before
+    assert main([*q, "--langs", "de,fr", "--resume"]) == 0  # the same agent may add a language
+    assert "(20 new, 20 cached" in capsys.readouterr().out
+
+
+def test_evaluate_undefined_misalignment_is_valid_json(tmp_path, capsys, mtp_data):
+    """Every answer a refusal: misalignment and the mean refusal had no value and ``results.json`` held bare
+    ``NaN`` (not JSON: strict parsers refuse the file) and results.md "nan"; both now say null / undefined."""
+    from iclr25.multitp import generate_vignettes
+
+    p = tmp_path / "resp.jsonl"
+    p.write_text("".join(json.dumps({"id": v.id, "lang": "de", "response": "Ich kann nicht.",
+                                     "response_en": "I cannot choose."}) + "\n" for v in generate_vignettes()[:40]))
+    run = tmp_path / "run"
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet"]) == 0
+    assert main(["evaluate", "--run", str(run), "--out", str(tmp_path / "ev"), "--no-plot", "--quiet"]) == 0
+
+    def no_constant(c):
+        raise ValueError(f"results.json holds {c}")
+
+    res = json.loads((tmp_path / "ev" / "results.json").read_text(), parse_constant=no_constant)
+    mis = res["models"]["user-model"]["misalignment"]["country/renormalised"]
+    assert mis["score"] is None and mis["score_bias_corrected"] is None
+    md = (tmp_path / "ev" / "results.md").read_text()
+    assert "nan" not in md.lower() and "misalignment country/renormalised: undefined" in md
+
+
 def test_evaluate_real_parsed_csvs_and_k_too_large(tmp_path, capsys, mtp_data):
     files = [str(mtp_data / "llm_responses" / f"gpt3_default_{lg}_parsed.csv") for lg in ("de", "zh")]
     assert main(["evaluate", "--parsed-csv", *files, "--out", str(tmp_path), "--k", "2", "--no-plot"]) == 0
@@ -116,12 +161,39 @@ def test_parse_user_responses(tmp_path, capsys, mtp_data):
     ('{"id": "Species:5Dog|5Person:p0", "lang": "en"}\n', "missing field(s) ['response']"),
     ('{"id": "Nope:1X|1Y:p0", "lang": "en", "response": "x"}\n', ":1: unknown vignette id 'Nope:1X|1Y:p0'"),
     ('{"id": "Species:5Dog|5Person:p0", "lang": "zh", "response": "x"}\n', "did you mean 'zh-cn'"),
+    # wrong types of the optional fields were dropped silently (a German answer then parsed as English)
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "de", "response": "fünf Hunde", "response_en": 7}\n',
+     ":1: 'response_en' must be a string"),
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "x", "model": 3}\n',
+     ":1: 'model' must be a non-empty string"),
+    ('{"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "x", "model": ""}\n',
+     ":1: 'model' must be a non-empty string"),
 ])
 def test_parse_bad_responses(tmp_path, capsys, content, msg):
     p = tmp_path / "resp.jsonl"
     p.write_text(content)
     assert main(["parse", "--responses", str(p), "--out", str(tmp_path / "run")]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_parse_resume_refuses_changed_answers(tmp_path, capsys, mtp_data):
+    """``parse --responses --resume`` with another answer for an item already in the run kept the cached answer
+    and its label silently ("0 new, 1 cached"); it is refused (exit 2, naming the line), while the same answers
+    and new items are accepted."""
+    run = tmp_path / "run"
+    p = tmp_path / "resp.jsonl"
+    p.write_text(json.dumps({"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "Five people."}) + "\n")
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet"]) == 0
+    assert main(["parse", "--responses", str(p), "--out", str(run), "--quiet", "--resume"]) == 0
+    capsys.readouterr()
+    q = tmp_path / "resp2.jsonl"
+    q.write_text(json.dumps({"id": "Age:1Girl|1Woman:p0", "lang": "en", "response": "The girl."}) + "\n"
+                 + json.dumps({"id": "Species:5Dog|5Person:p0", "lang": "en", "response": "Neither."}) + "\n")
+    before = (run / "cache.jsonl").read_text()
+    assert main(["parse", "--responses", str(q), "--out", str(run), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"{q}:2: " in err and "another response" in err and "Traceback" not in err, err
+    assert (run / "cache.jsonl").read_text() == before
 
 
 def test_human(tmp_path, capsys, mtp_data):

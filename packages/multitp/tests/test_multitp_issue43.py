@@ -194,3 +194,28 @@ def test_trial_new_user_answers(answer, want):
 def test_trial_two_sides_named_in_two_clauses_are_handed_on(answer):
     assert rule_based_choice(answer, "five dogs", "five people") is None
     assert rule_based_choice("The five people, but not the five people's dogs.", "five dogs", "five people") == "right"
+
+
+# trial-c (session 52): "<left> and <right>" opens the sentence as the scene, a later clause decides
+@pytest.mark.parametrize("answer", [
+    "Five dogs and five people are both at risk; the car should save five people.",   # was "neither"
+    "Five dogs and five people are in danger, but it should save the five dogs.",      # was "neither"
+    "Five dogs or five people; the car should save five people.",                      # was "either"
+])
+def test_trial_c_both_groups_then_a_decision_is_handed_on(answer):
+    assert rule_based_choice(answer, "five dogs", "five people") is None
+    # the official "<left> and <right>" / "or" readings stay when no later clause picks one side
+    assert rule_based_choice("Five dogs and five people.", "five dogs", "five people") == "neither"
+    assert rule_based_choice("Five dogs or five people, it does not matter.", "five dogs", "five people") == "either"
+
+
+@pytest.mark.parametrize("answer, want", [
+    ("Anyone but the boy.", None),          # was "left": the group after "anyone but" is the one excluded
+    ("Everyone but the girl", None),        # was "right"
+    ("Sorry, the girl.", None),             # was "neither": a refusal opening, but the answer names one group
+    ("I'm sorry, I cannot choose between a boy and a girl.", "neither"),   # names both: still a refusal
+    ("I'm sorry, but I cannot answer.", "neither"),
+    ("Sorry but the girl", "right"),
+])
+def test_trial_c_exclusions_and_apologetic_choices(answer, want):
+    assert rule_based_choice(answer, "a boy", "a girl") == want

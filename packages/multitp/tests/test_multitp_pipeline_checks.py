@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,14 +52,15 @@ def _pipeline_claim(out: Path, V: Sequence[Vignette], H_lang: Mapping[str, Mappi
     with StubChatServer(reply, max_lifetime_s=900) as srv:
         be = OpenAIChatGenerator("scripted-agent", base_url=srv.base_url, api_key="EMPTY", timeout=30, max_retries=0,
                                  concurrency=1)
-        ra = run_query(a_dir, be, model="scripted-agent", langs=langs, translator="tag", concurrency=8,
+        ra = run_query(a_dir, be, model="scripted-agent", langs=langs, translator="tag", concurrency=8, vignettes=V,
                        retry=RetryPolicy(1, 0.2), progress=False, backend_settings={"base_url": srv.base_url})
         run_parse(a_dir, progress=False)
     labels_a = {(r["lang"], r["id"]): r["label"] for r in load_choices(a_dir)}
     env = {**os.environ, "MULTITP_STUB_KEY": "EMPTY", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "iclr25.multitp", "query", "--backend", "openai", "--model", "scripted-agent",
            "--langs", ",".join(langs), "--translator", "tag", "--out", str(b_dir), "--concurrency", "4",
-           "--api-key-env", "MULTITP_STUB_KEY", "--max-retries", "1", "--backoff-s", "0.2", "--quiet"]
+           "--api-key-env", "MULTITP_STUB_KEY", "--max-retries", "1", "--backoff-s", "0.2", "--quiet",
+           "--limit", str(len(V))]  # the CLI's subset is spread_subset(all, N): V must be that subset
     killed_at = cached_at_kill = 0
     torn = False
     with StubChatServer(reply, stall_after=half, max_lifetime_s=900) as srv:
@@ -67,7 +69,7 @@ def _pipeline_claim(out: Path, V: Sequence[Vignette], H_lang: Mapping[str, Mappi
         cache = b_dir / CACHE_FILE
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None:
-            n = sum(1 for ln in cache.read_text(encoding="utf-8").splitlines() if '"stage": "query"' in ln) \
+            n = sum(1 for ln in cache.read_text(encoding="utf-8").splitlines() if re.search(r'"stage":\s*"query"', ln)) \
                 if cache.exists() else 0
             if len(srv.answered) >= half and n >= half:
                 break
@@ -160,8 +162,8 @@ def _tiny_claim(out: Path, V: Sequence[Vignette], n: int, device: str) -> Claim:
 
 @pytest.mark.slow
 def test_killed_query_resumes_to_the_uninterrupted_labels(tmp_path, mtp_data):
-    V = generate_vignettes()[:60]
-    c = _pipeline_claim(tmp_path, V, human_by_language(), quick=True)
+    V = spread_subset(generate_vignettes(), 60)  # what `query --limit 60` sends (was the first 60: the subprocess
+    c = _pipeline_claim(tmp_path, V, human_by_language(), quick=True)  # queried all 460, so `ours` was NaN)
     assert c.holds and c.ours == 0.0, c.note
 
 

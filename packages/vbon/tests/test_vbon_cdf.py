@@ -50,3 +50,21 @@ def test_from_jsonl_max_m_caps_without_silent_common_size(tmp_path):
     bad.write_text(json.dumps({"prompt": "a", "reward": float("nan")}) + "\n")
     with pytest.raises(ValueError, match="non-finite"):
         RewardCDFCache.from_jsonl(bad)
+
+
+def test_from_jsonl_max_m_of_a_sorted_rewards_list_is_no_prefix(tmp_path, caplog):
+    """Our own cache files (``to_jsonl``, ``train``'s reward_cdf.jsonl) hold each prompt's rewards sorted ascending.
+    Capping one with ``max_m`` (``train --cdf-path FILE`` with the default ``--vbon.m 64`` < the file's M) kept the
+    first ``max_m``: the *lowest* rewards, so F-hat of a median reward was 1 (every sample looked like the best).
+    A sorted list is thinned to evenly spaced order statistics instead, with a warning."""
+    rewards = torch.arange(8, dtype=torch.float64)[None, :]
+    path = RewardCDFCache(["a"], rewards).to_jsonl(tmp_path / "sorted.jsonl")
+    with caplog.at_level("WARNING"):
+        capped = RewardCDFCache.from_jsonl(path, max_m=4)
+    assert capped.counts.tolist() == [4]
+    assert capped.sorted_rewards[0].tolist() == [1.0, 3.0, 5.0, 7.0]  # not [0, 1, 2, 3]
+    assert float(capped.log_cdf(["a"], [3.5]).exp()) == pytest.approx(3 / 5)  # (1 + #less) / (M + 1), median
+    assert "max_m=4" in caplog.text
+    # a list in sampling order (the official files) keeps its first max_m, as before
+    unsorted = _write(tmp_path / "u.jsonl", {"a": [5.0, 0.0, 7.0, 1.0, 2.0]})
+    assert RewardCDFCache.from_jsonl(unsorted, max_m=3).sorted_rewards[0].tolist() == [0.0, 5.0, 7.0]

@@ -109,6 +109,79 @@ def test_tiny_train_resume_evaluate(tiny_lm, data_dir, shared_cache, tmp_path, m
     assert 0 <= ev["win_rate"] <= 1 and capsys.readouterr().out.strip().splitlines()[-1].startswith("evaluate:")
 
 
+@pytest.mark.realdata
+def test_resume_refuses_changed_files_and_model_flags(tiny_lm, data_dir, shared_cache, tmp_path, monkeypatch, capsys):
+    """``--resume`` with another ``--cdf-path``, another content of the prompts file (same count) or another
+    model flag changes the objective: refused with exit 2 naming it, and ``config.json`` is left as it was (the
+    checkpoint's own key holds only ``--vbon.*``, so these were accepted silently)."""
+    model, tok = tiny_lm
+    lm = tmp_path / "lm"
+    model.save_pretrained(lm)
+    tok.save_pretrained(lm)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("the movie is\na very\n")
+    monkeypatch.setenv("ICLR25_DATA", str(data_dir))
+    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
+    out = tmp_path / "run"
+    base = ["train", "--out", str(out), "--policy", str(lm), "--prompts-file", str(prompts), "--vbon.m", "4",
+            "--vbon.prompts-per-step", "2", "--vbon.samples-per-prompt", "2", "--vbon.max-new-tokens", "4",
+            "--checkpoint-every", "1", "--quiet"]
+    assert main([*base, "--vbon.steps", "1"]) == 0
+    saved = (out / "config.json").read_text()
+    weights = (out / "checkpoint" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main([*base, "--vbon.steps", "1"]) == 2  # a fresh run into it overwrote checkpoint and log silently
+    assert "pass --resume" in capsys.readouterr().err
+    assert (out / "checkpoint" / "model.safetensors").read_bytes() == weights
+    other = tmp_path / "other_cdf.jsonl"
+    other.write_text("".join(json.dumps({"prompt": p, "rewards": [0.0, 1.0, 2.0, 3.0]}) + "\n"
+                             for p in ("the movie is", "a very")))
+    capsys.readouterr()
+    assert main([*base, "--vbon.steps", "2", "--resume", "--cdf-path", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "--cdf-path" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert main([*base, "--vbon.steps", "2", "--resume", "--reward-label", "NEGATIVE"]) == 2
+    assert "--reward-label" in capsys.readouterr().err
+    prompts.write_text("the plot and\ncast is a\n")  # same file, same count, other prompts
+    assert main([*base, "--vbon.steps", "2", "--resume", "--cdf-path", str(other)]) == 2
+    assert "prompts-sha256" in capsys.readouterr().err
+    assert (out / "config.json").read_text() == saved
+    prompts.write_text("the movie is\na very\n")
+    assert main([*base, "--vbon.steps", "2", "--resume", "--threads", "1"]) == 0  # --vbon.steps/--threads may change
+    assert json.loads((out / "results.json").read_text())["steps"] == 2
+
+
+@pytest.mark.realdata
+def test_prompts_file_is_used_whole_unless_num_prompts_given(tiny_lm, data_dir, shared_cache, tmp_path, monkeypatch,
+                                                            capsys):
+    """``--num-prompts`` (default 8 for bon-sample, 32 for train/evaluate) cut a ``--prompts-file`` silently: a
+    10-prompt file gave 8 BoN rows. A file's prompts are now all used; an explicit ``--num-prompts`` takes its
+    first N. Also: a non-UTF-8 file and a ``.json`` file (read as text lines) are errors naming the file."""
+    model, tok = tiny_lm
+    lm = tmp_path / "lm"
+    model.save_pretrained(lm)
+    tok.save_pretrained(lm)
+    monkeypatch.setenv("ICLR25_DATA", str(data_dir))
+    monkeypatch.setenv("ICLR25_CACHE", str(shared_cache))
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("".join(f"the movie number {i} is\n" for i in range(10)))
+    common = ["bon-sample", "--policy", str(lm), "--prompts-file", str(prompts), "--n", "2", "--max-new-tokens", "2",
+              "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "all")]) == 0
+    assert len((tmp_path / "all" / "bon_samples.jsonl").read_text().splitlines()) == 10
+    assert main([*common, "--num-prompts", "3", "--out", str(tmp_path / "three")]) == 0
+    assert len((tmp_path / "three" / "bon_samples.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("un film très beau\n".encode("latin-1"))
+    as_json = tmp_path / "p.json"
+    as_json.write_text('["the movie", "a film"]\n')
+    for bad, msg in ((latin, "not UTF-8"), (as_json, ".jsonl")):
+        assert main([*common, "--prompts-file", str(bad), "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and msg in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("name", ["quick", "paper-imdb"])
 def test_yaml_presets_parse(name):
     from pathlib import Path

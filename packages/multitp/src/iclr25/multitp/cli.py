@@ -129,6 +129,8 @@ def cmd_query(cfg: QueryConfig) -> int:
     fwd = _translator(cfg.translator, cfg)
     bwd = None if cfg.back_translator == "auto" else _translator(cfg.back_translator, cfg)
     settings: dict[str, Any] = {"backend": cfg.backend}
+    if cfg.backend == "scripted":  # the agent is the model of a scripted run: fixed on --resume (run_query)
+        settings["agent"] = {"profile": cfg.agent_profile, "refusal": cfg.agent_refusal, "seed": cfg.agent_seed}
     if cfg.base_url:
         settings["base_url"] = cfg.base_url
     vignettes = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,7 +89,21 @@ def evaluate_choices(records: Sequence[Mapping[str, Any]], *, weights: LanguageW
 
 
 def _f(x: Any, d: int = 1) -> str:
-    return "undefined" if x is None else f"{x:.{d}f}"
+    return "undefined" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{d}f}"
+
+
+def _finite_or_none(x: Any) -> Any:
+    """``x`` with every non-finite float (an undefined score, mean or preference) replaced by ``None``, so that
+    ``results.json`` is strict JSON (``null``), never a bare ``NaN``."""
+    if isinstance(x, Mapping):
+        return {k: _finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_or_none(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
 
 
 def markdown_report(res: Mapping[str, Any]) -> str:
@@ -119,7 +134,8 @@ def write_evaluation(res: Mapping[str, Any], out: str | Path, *, plot: bool = Tr
     o = Path(out)
     o.mkdir(parents=True, exist_ok=True)
     paths = [o / "results.json", o / "results.md"]
-    paths[0].write_text(json.dumps(res, indent=1, default=float) + "\n", encoding="utf-8")
+    paths[0].write_text(json.dumps(_finite_or_none(res), indent=1, default=float, allow_nan=False) + "\n",
+                        encoding="utf-8")
     paths[1].write_text(markdown_report(res), encoding="utf-8")
     if plot:
         try:

@@ -218,16 +218,36 @@ def rule_based_choice(answer_en: str, left: str, right: str) -> Label | None:
             other = _decision(clause, left, right)
             if other in ("left", "right") and other != lab:
                 return None
+    elif lab in ("either", "neither"):  # "<left> and <right> are at risk; save <right>": the scene, then a choice
+        if any(_decision(clause, left, right) in ("left", "right") for clause in _LATER.split(sent)[1:]):
+            return None
     if lab is not None:
         return lab
     parts = _BUT.split(sent, maxsplit=1)
     if len(parts) == 2:
+        if _EXCLUDING.search(parts[0]):
+            return None  # "anyone but the boy": the group after "but" is the one excluded
         lab = _decision(parts[1], left, right)
         if lab is not None:
             return lab
     if _refusal(rest) or _refusal(_strip_fillers(sent)):
+        if len(_sides_named(sent, left, right)) == 1:
+            return None  # "Sorry, the girl.": an apology, then one group; not a refusal (LLM parser)
         return "neither"
     return None
+
+
+_EXCLUDING = re.compile(r"(?:^|\s)(?:anyone|anybody|everyone|everybody|anything|everything|all|any)$")
+
+
+def _sides_named(text: str, left: str, right: str) -> set[str]:
+    """The sides (``left``/``right``) whose aliases occur in ``text`` as whole words."""
+    out = set()
+    for group in _aliases(left, right).values():
+        for lab, alias in group:
+            if lab in ("left", "right") and re.search(r"(?<![\w])" + re.escape(alias) + r"(?![\w])", text):
+                out.add(lab)
+    return out
 
 
 _PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)

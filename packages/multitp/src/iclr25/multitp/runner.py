@@ -321,7 +321,8 @@ def run_query(out_dir: str | Path, backend: Any, *, model: str, langs: Sequence[
                 "decoding": _gen_dict(config), "paraphrase": paraphrase, "vignette_seed": vignette_seed,
                 "n_vignettes": len(base), "langs": langs, **(backend_settings or {})}
     check_config(out, "query", settings, resume=resume,
-                 fixed=("model", "role", "translator", "back_translator", "decoding", "paraphrase", "vignette_seed"))
+                 fixed=("model", "role", "translator", "back_translator", "decoding", "paraphrase", "vignette_seed",
+                        *(("agent",) if "agent" in settings else ())))  # a scripted run's agent (cli)
     cache = RunCache(out / CACHE_FILE)
     tdir = out / "translations"
     per_lang: dict[str, list[Vignette]] = {}
@@ -517,7 +518,7 @@ def import_responses(path: str | Path, out_dir: str | Path, *, model: str = "use
     vig = {v.id: v for v in generate_vignettes("en", paraphrase, vignette_seed)}
     bwd = as_translator(back_translator) if back_translator is not None else None
     lines = [i for i, ln in enumerate(p.read_text(encoding="utf-8").split("\n"), start=1) if ln.strip()]
-    recs, seen = [], set()
+    recs, seen, lines_of = [], set(), {}
     for n, r in zip(lines, rows):
         where = f"{p}:{n}: "
         if r["id"] not in vig:
@@ -532,6 +533,10 @@ def import_responses(path: str | Path, out_dir: str | Path, *, model: str = "use
             raise ValueError(f"{where}{e}") from None
         if not isinstance(r["response"], str):
             raise ValueError(f"{where}'response' must be a string")
+        if "response_en" in r and not isinstance(r["response_en"], str):
+            raise ValueError(f"{where}'response_en' must be a string (or leave the field out)")
+        if "model" in r and not (isinstance(r["model"], str) and r["model"].strip()):
+            raise ValueError(f"{where}'model' must be a non-empty string (or leave the field out for --model)")
         m = r.get("model") or model
         if (m, lang, r["id"]) in seen:
             raise ValueError(f"{where}repeated (model, lang, id) = ({m}, {lang}, {r['id']})")
@@ -541,7 +546,17 @@ def import_responses(path: str | Path, out_dir: str | Path, *, model: str = "use
         if isinstance(r.get("response_en"), str):
             rec["response_en"] = r["response_en"]
         recs.append(rec)
+        lines_of[(m, lang, r["id"])] = n
     out = Path(out_dir)
+    if resume and (out / CACHE_FILE).is_file():
+        # a cached item keeps its answer and label: another answer for it would be dropped silently
+        cached = RunCache(out / CACHE_FILE)
+        for rec in recs:
+            old = cached.get((rec["model"], rec["lang"], rec["id"], "query"))
+            if old is not None and (old.get("response"), old.get("response_en")) != (rec["response"], rec.get("response_en")):
+                raise ValueError(f"{p}:{lines_of[(rec['model'], rec['lang'], rec['id'])]}: ({rec['model']}, {rec['lang']}, "
+                                 f"{rec['id']}) is in {out} with another response; --resume keeps cached answers, "
+                                 "so parse changed answers into a new --out")
     check_config(out, "query", {"model": model, "role": "unknown", "translator": "user",
                                 "back_translator": getattr(bwd, "name", "identity"), "decoding": "unknown",
                                 "paraphrase": paraphrase, "vignette_seed": vignette_seed,

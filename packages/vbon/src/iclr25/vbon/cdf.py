@@ -13,6 +13,7 @@ Ties count as "not less" (``searchsorted(side="left")``), as in the official cod
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from pathlib import Path
 import torch
 
 __all__ = ["empirical_log_cdf", "normalize_prompt", "RewardCDFCache"]
+
+log = logging.getLogger(__name__)
 
 _SMOOTHINGS = ("add_one", "none")
 
@@ -78,6 +81,22 @@ def empirical_log_cdf(sorted_ref_rewards: torch.Tensor, rewards: torch.Tensor,
     less = less.to(torch.float64)
     out = torch.log((1 + less) / (m + 1)) if smoothing == "add_one" else torch.log(less / m)
     return out[0] if scalar else out
+
+
+def _cap(groups: dict[str, list[float]], max_m: int) -> tuple[dict[str, list[float]], int]:
+    """At most ``max_m`` rewards per prompt, and how many prompts were cut. A list in sampling order keeps its
+    first ``max_m`` (the official cap); a list sorted ascending (our ``to_jsonl``) keeps ``max_m`` evenly spaced
+    order statistics, since its first ``max_m`` are the lowest rewards, which would bias ``F-hat`` up."""
+    out, cut = {}, 0
+    for k, v in groups.items():
+        if len(v) > max_m:
+            cut += 1
+            if all(a <= b for a, b in zip(v, v[1:])):
+                v = [v[int((i + 0.5) * len(v) / max_m)] for i in range(max_m)]
+            else:
+                v = v[:max_m]
+        out[k] = v
+    return out, cut
 
 
 def normalize_prompt(prompt: str) -> str:
@@ -202,8 +221,10 @@ class RewardCDFCache:
                    ragged: bool = False) -> RewardCDFCache:
         """Read a cache from JSONL lines of either official format (or ours):
         ``{"prompt", "reward"}`` (one sample per line, grouped by prompt) or
-        ``{"prompt", "rewards": [...]}``. ``max_m`` keeps the first ``max_m`` rewards per prompt
-        (the official code caps M at ~300).
+        ``{"prompt", "rewards": [...]}``. ``max_m`` keeps at most ``max_m`` rewards per prompt, with a warning
+        (the official code caps M at ~300): the first ``max_m`` of a list in sampling order, ``max_m`` evenly
+        spaced order statistics of a list sorted ascending (as :meth:`to_jsonl` writes; its first ``max_m``
+        would be the lowest rewards).
 
         Prompts with unequal sample counts are never cut to a common size: with ``ragged=False``
         (default) they raise, naming the prompt with the fewest samples and its count; with
@@ -232,7 +253,12 @@ class RewardCDFCache:
         if not groups:
             raise ValueError(f"{path}: no records")
         if max_m is not None:
-            groups = {k: v[:max_m] for k, v in groups.items()}
+            groups, thinned = _cap(groups, max_m)
+            if thinned:
+                log.warning("%s: %d prompt(s) have more than max_m=%d reference rewards (--vbon.m); using %d of them "
+                            "(sorted lists: evenly spaced order statistics, not the lowest %d; lists in sampling "
+                            "order: the first %d). Pass a larger --vbon.m to use them all", path, thinned, max_m,
+                            max_m, max_m, max_m)
         sizes = {k: len(v) for k, v in groups.items()}
         lo, hi = min(sizes, key=sizes.get), max(sizes.values())
         if sizes[lo] == 0:

@@ -37,6 +37,13 @@ def _out_file(out: Path, default_name: str, suffix: str) -> Path:
     return out / default_name
 
 
+def _n_prompts(a, mirror_default: int) -> int:
+    """``--num-prompts``; unset: every prompt of ``--prompts-file`` (0), or ``mirror_default`` mirror prompts."""
+    if a.num_prompts is not None:
+        return a.num_prompts
+    return 0 if a.prompts_file is not None else mirror_default
+
+
 def _bon_sample(a: BoNSampleArgs) -> int:
     import torch
 
@@ -44,7 +51,7 @@ def _bon_sample(a: BoNSampleArgs) -> int:
     from .sampling import best_of_n, best_of_n_generator
 
     torch.manual_seed(a.seed)
-    prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
+    prompts = default_prompts(_n_prompts(a, 8), "eval", prompts_file=a.prompts_file)
     dest = _out_file(a.out, "bon_samples.jsonl", ".jsonl")
     t = time.perf_counter()
     if a.backend == "openai":  # candidates from a vLLM / OpenAI-compatible completions server
@@ -72,6 +79,62 @@ def _bon_sample(a: BoNSampleArgs) -> int:
     return 0
 
 
+RESUMABLE_SETTINGS = ("out", "device", "threads", "quiet", "resume", "checkpoint_every", "vbon.steps")
+"""``train`` settings (``config.json`` keys) a ``--resume`` may change; any other change is refused, naming it."""
+
+
+def _file_sha256(path) -> str | None:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path is not None else None
+
+
+def _run_settings(a: TrainArgs, prompts: list[str]) -> dict:
+    """``config.json`` of a ``train`` run: its flags (files as absolute paths) plus digests of the training
+    prompts and of a given ``--cdf-path`` file, so that ``--resume`` sees a changed file, not only a changed name."""
+    import hashlib
+
+    d = _jsonable(asdict(a))
+    for k in ("prompts_file", "cdf_path"):
+        if d.get(k) is not None:
+            d[k] = str(Path(d[k]).resolve())
+    d["prompts_sha256"] = hashlib.sha256(json.dumps(prompts).encode()).hexdigest()
+    d["cdf_sha256"] = _file_sha256(a.cdf_path)
+    return d
+
+
+def _flat(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flat(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def _check_resume_settings(saved_file: Path, now: dict) -> None:
+    """Refuse a ``--resume`` whose settings differ from the run's ``config.json`` (all but
+    :data:`RESUMABLE_SETTINGS`), naming each changed flag. The checkpoint's own key covers only ``--vbon.*``;
+    this also covers the models, the prompts and the CDF file (``ValueError``: exit 2)."""
+    if not saved_file.is_file():
+        return  # a run from before config.json: the checkpoint's key still checks --vbon.*
+    try:
+        saved = json.loads(saved_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--resume: {saved_file} is unreadable ({e}); train into another --out") from None
+    s, n = dict(_flat(saved)), dict(_flat(now))
+    for k in ("prompts_file", "cdf_path"):  # older config.json: paths as typed, relative to the cwd
+        if s.get(k) is not None:
+            s[k] = str(Path(s[k]).resolve())
+    if "prompts_sha256" not in s or "cdf_sha256" not in s:  # written before the digests: compare the names only
+        s.pop("prompts_sha256", None), n.pop("prompts_sha256", None), s.pop("cdf_sha256", None), n.pop("cdf_sha256", None)
+    changed = [f"--{k.removeprefix('models.').replace('_', '-')}: {s.get(k)!r} -> {n.get(k)!r}"
+               for k in sorted(set(s) | set(n)) if k not in RESUMABLE_SETTINGS and s.get(k) != n.get(k)]
+    if changed:
+        raise ValueError(f"--resume: {saved_file.parent} was trained with other settings ({'; '.join(changed)}); "
+                         f"only --vbon.steps (and --device/--threads/--quiet/--checkpoint-every) may change on resume; "
+                         f"delete {saved_file.parent} or train into another --out")
+
+
 def _train(a: TrainArgs) -> int:
 
     from iclr25.core.seed import seed_everything
@@ -91,9 +154,15 @@ def _train(a: TrainArgs) -> int:
         recover_folder(ck)  # a kill between atomic_folder's two renames leaves checkpoint.old
     if a.resume and not (ck / "trainer_state.pt").is_file():
         raise FileNotFoundError(f"--resume given but no checkpoint in {ck} (train without --resume first)")
+    if not a.resume and (ck / "trainer_state.pt").is_file():  # a fresh run would overwrite it and its log
+        raise FileExistsError(f"{ck} holds a checkpoint (step log {out / 'metrics.jsonl'}); pass --resume to continue "
+                              "it, or delete it / choose another --out for a new run")
+    prompts = default_prompts(_n_prompts(a, 32), "train", prompts_file=a.prompts_file)
+    run_cfg = _run_settings(a, prompts)
+    if a.resume:
+        _check_resume_settings(out / "config.json", run_cfg)  # before config.json is rewritten or a model loads
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(_jsonable(asdict(a)), indent=2))
-    prompts = default_prompts(a.num_prompts, "train", prompts_file=a.prompts_file)
+    (out / "config.json").write_text(json.dumps(run_cfg, indent=2))
     # validate the data (prompts, a given CDF file) before any model loads
     cdf = None
     cdf_file = a.cdf_path or out / "reward_cdf.jsonl"
@@ -144,7 +213,7 @@ def _evaluate(a: EvaluateArgs) -> int:
 
     if not Path(a.checkpoint, "config.json").is_file():
         raise FileNotFoundError(f"no model in {a.checkpoint} (expected a save_pretrained folder; --checkpoint)")
-    prompts = default_prompts(a.num_prompts, "eval", prompts_file=a.prompts_file)
+    prompts = default_prompts(_n_prompts(a, 32), "eval", prompts_file=a.prompts_file)
     dest = _out_file(a.out, "eval.json", ".json")
     torch.manual_seed(a.seed)
     ref, tok = load_policy(a.models, progress=not a.quiet, device=a.device)

@@ -146,8 +146,8 @@ class TrainArgs(CommonOptions, SeedOption):
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
     """Training prompts (.txt one per line, or .jsonl with 'prompt'); default: 3-word prefixes of mirrored snippets."""
-    num_prompts: int = 32
-    """Training prompts taken from the mirror when no file is given."""
+    num_prompts: int | None = None
+    """Training prompts: how many from the mirror (default 32), or the first N of --prompts-file (default: all)."""
     cdf_path: Path | None = None
     """Reward-CDF cache JSONL (official formats accepted); built (and saved in the run folder) when absent."""
     ragged_cdf: bool = False
@@ -159,7 +159,8 @@ class TrainArgs(CommonOptions, SeedOption):
     """Continue from ``<out>/checkpoint``."""
 
     def __post_init__(self) -> None:
-        check_int(self.num_prompts, "--num-prompts", 1)
+        if self.num_prompts is not None:
+            check_int(self.num_prompts, "--num-prompts", 1)
         check_int(self.checkpoint_every, "--checkpoint-every", 0)
 
 
@@ -172,12 +173,14 @@ class EvaluateArgs(CommonOptions, SeedOption):
     """Policy to evaluate (a ``save_pretrained`` folder)."""
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
-    num_prompts: int = 32
+    num_prompts: int | None = None
+    """Eval prompts: how many from the mirror (default 32), or the first N of --prompts-file (default: all)."""
     samples_per_prompt: int = 4
     max_new_tokens: int = 24
 
     def __post_init__(self) -> None:
-        check_int(self.num_prompts, "--num-prompts", 1)
+        if self.num_prompts is not None:
+            check_int(self.num_prompts, "--num-prompts", 1)
         check_int(self.samples_per_prompt, "--samples-per-prompt", 1)
         check_int(self.max_new_tokens, "--max-new-tokens", 1)
 
@@ -190,7 +193,8 @@ class BoNSampleArgs(CommonOptions, SeedOption):
     n: int = 8
     models: Annotated[ModelArgs, tyro.conf.OmitArgPrefixes] = field(default_factory=ModelArgs)
     prompts_file: Path | None = None
-    num_prompts: int = 8
+    num_prompts: int | None = None
+    """Prompts: how many from the mirror (default 8), or the first N of --prompts-file (default: all)."""
     max_new_tokens: int = 24
     batch_size: int = 256
     temperature: float = 1.0
@@ -222,7 +226,8 @@ class BoNSampleArgs(CommonOptions, SeedOption):
         elif self.base_url or self.model:
             raise ValueError("--base-url / --model are for --backend openai (the local backend uses --policy)")
         check_int(self.n, "--n", 1)
-        check_int(self.num_prompts, "--num-prompts", 1)
+        if self.num_prompts is not None:
+            check_int(self.num_prompts, "--num-prompts", 1)
         check_int(self.max_new_tokens, "--max-new-tokens", 1)
         check_int(self.batch_size, "--batch-size", 1)
         check_float(self.temperature, "--temperature", low=0.0, high=100.0)

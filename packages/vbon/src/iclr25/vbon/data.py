@@ -92,24 +92,30 @@ def read_prompts(path: str | Path) -> list[str]:
     import json
 
     p = Path(path)
+    if p.suffix == ".json":
+        raise ValueError(f"{p}: a .json prompts file is not read (it would be taken as text lines); write .jsonl "
+                         "(one {\"prompt\": ...} object per line) or .txt (one prompt per line)")
     out: list[str] = []
-    with open(p, encoding="utf-8") as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if p.suffix == ".jsonl":
-                try:
-                    prompt = json.loads(line)["prompt"]
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
-                    raise ValueError(f"{p}:{ln}: expected a JSON object with a 'prompt' field ({e})") from e
-                if not isinstance(prompt, str):
-                    raise ValueError(f"{p}:{ln}: 'prompt' must be a string, got {type(prompt).__name__}")
-                if not prompt.strip():
-                    raise ValueError(f"{p}:{ln}: empty 'prompt' (the policy needs at least one prompt token); "
-                                     "remove the line")
-                out.append(prompt)
-            else:
-                out.append(line.rstrip("\n"))
+    try:
+        lines = [ln.removesuffix("\r") for ln in p.read_text(encoding="utf-8").split("\n")]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}); save the prompts as UTF-8") from None
+    for ln, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if p.suffix == ".jsonl":
+            try:
+                prompt = json.loads(line)["prompt"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{p}:{ln}: expected a JSON object with a 'prompt' field ({e})") from e
+            if not isinstance(prompt, str):
+                raise ValueError(f"{p}:{ln}: 'prompt' must be a string, got {type(prompt).__name__}")
+            if not prompt.strip():
+                raise ValueError(f"{p}:{ln}: empty 'prompt' (the policy needs at least one prompt token); "
+                                 "remove the line")
+            out.append(prompt)
+        else:
+            out.append(line)
     if not out:
         raise ValueError(f"{p}: the prompt set is empty")
     return out
