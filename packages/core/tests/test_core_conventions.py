@@ -396,3 +396,20 @@ def test_expand_presets_names_files_and_errors(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("prog go: error: --config smal: no such file, and not a packaged preset (the presets are small, "
                    "big); give a preset name or a YAML/JSON file"), err
+
+
+def test_a_flag_value_refused_by_post_init_is_one_line(capsys):
+    """``--k 0`` refused in ``__post_init__`` was tyro's several-line box; it is one line, exit 2."""
+    from iclr25.core.config import Command, run_cli
+
+    @dataclass
+    class Cfg:
+        k: int = 1
+
+        def __post_init__(self):
+            if self.k < 1:
+                raise ValueError(f"--k must be >= 1, got {self.k}")
+
+    assert run_cli("prog", "d", {"go": Command(Cfg, lambda c: 0)}, ["go", "--k", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "prog go: error: --k must be >= 1, got 0", err

@@ -172,3 +172,21 @@ def test_umbrella_bad_threads_or_out_is_one_line_and_exit_2(fake_methods, tmp_pa
         assert calls == []  # refused before running anything
     finally:
         registry.run_reproduction = monkeypatch_fn
+
+
+def test_umbrella_interrupt_is_one_line_and_exit_130(monkeypatch, tmp_path, capsys):
+    """Ctrl-C / SIGTERM during `iclr25 reproduce` was a traceback ending in RunInterrupted, exit 1."""
+    from iclr25.core.runner import RunInterrupted
+
+    def stopped(quick, out_dir):
+        raise RunInterrupted("1/2 jobs finished, their records kept under X; rerun with --resume to run the 1 left")
+
+    eps = [_fake_module("fake_stopped", stopped)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if group == registry.GROUP])
+    try:
+        assert registry.main(["reproduce", "--quick", "--quiet", "--out", str(tmp_path), "stopped"]) == 130
+    finally:
+        sys.modules.pop("fake_stopped", None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["iclr25 reproduce: interrupted (1/2 jobs finished, their records kept under X; rerun with "
+                   "--resume to run the 1 left)"], err

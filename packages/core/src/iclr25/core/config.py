@@ -241,7 +241,26 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, *, prog: str |
     doc = description or (cls.__doc__ or "").strip()
     if "-h" in rest or "--help" in rest:
         doc += "\n\nAlso: --config FILE.yaml|json sets defaults from a file (flags override it)."
-    return tyro.cli(cls, args=rest, default=default, prog=prog, description=doc)
+    with _value_errors_as_config_errors():
+        return tyro.cli(cls, args=rest, default=default, prog=prog, description=doc)
+
+
+def _value_errors_as_config_errors() -> Any:
+    """A ``ValueError`` of a config's ``__post_init__`` (``--k must be >= 1``) as a :class:`ConfigError`, which
+    :func:`run_cli` prints as one line, instead of tyro's several-line box. Uses tyro's parse-error hook where
+    the installed tyro has it (1.0); other versions keep their box."""
+    import contextlib
+
+    try:
+        from tyro._errors import InstantiationFailure, on_parse_error
+    except ImportError:  # pragma: no cover - a tyro without the hook
+        return contextlib.nullcontext()
+
+    def hook(event: Any) -> None:
+        if isinstance(event, InstantiationFailure):
+            raise ConfigError(event.message)
+
+    return on_parse_error(hook)
 
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")

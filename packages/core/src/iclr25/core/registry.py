@@ -393,7 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
     setup_logging(logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt as e:  # Ctrl-C / SIGTERM: one line (the runner's says what was kept), as each package
+        detail = f" ({e})" if str(e) else ""
+        print(f"iclr25 {args.command}: interrupted{detail}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
