@@ -53,8 +53,36 @@ def test_reproduce_smoke_two_workers_equal_in_process(tmp_path, monkeypatch, nee
 
     r2 = json.loads((tmp_path / "out" / "records" / "dpo-lr0.003-seed1.json").read_text())["record"]
     r1 = method_job({"repro": settings_to_dict(tiny), "method": "dpo", "lr": 3e-3}, 1, {})
-    flat = lambda c: [float(x) for p in c for x in p.values()]  # noqa: E731
-    assert flat(r1["curve"]) == pytest.approx(flat(r2["curve"]))
+    # bitwise: the run's step-0 point came from the base job (issue 48 §5), this one from the job itself
+    assert r1["curve"] == r2["curve"]
+
+
+@pytest.mark.realdata
+def test_step0_from_base_equals_direct(tmp_path, monkeypatch, need_file):
+    """The base job's step-0 point of every method equals the one each method job computes itself (at each seed:
+    LoRA B = 0 at init, seed-independent evaluation sets), bitwise, and a method job given the base record returns
+    the same record as one that computes step 0 itself; an old base record without ``step0`` is refused."""
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter.dsp import METHODS, base_job, method_job, settings_to_dict
+
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    sd = settings_to_dict(_tiny())
+    base = json.loads(json.dumps(base_job(sd, 0, {})))  # as the runner passes it: through JSON
+    assert set(base["step0"]) == set(METHODS)
+    for name in METHODS:
+        for seed in (0, 1):
+            direct = method_job({"repro": sd, "method": name, "lr": 3e-3}, seed, {})
+            assert direct["curve"][0] == base["step0"][name], (name, seed)
+        via = method_job({"repro": sd, "method": name, "lr": 3e-3}, 1, {"base": base})
+        assert {k: v for k, v in via.items() if k != "train_seconds"} == {
+            k: v for k, v in direct.items() if k != "train_seconds"}
+    # DPO's implied reward is 0 at init (adapter on = off): every pair a tie
+    assert base["step0"]["dpo"]["test_accuracy"] == base["step0"]["dpo"]["val_accuracy"] == 0.5
+    old = {k: v for k, v in base.items() if k != "step0"}
+    with pytest.raises(ValueError, match="no step-0 point of 'sft'.*without --resume"):
+        method_job({"repro": sd, "method": "sft", "lr": 3e-3}, 0, {"base": old})
 
 
 @pytest.mark.slow
