@@ -123,6 +123,16 @@ def _data(s: ReproSettings, seed: int) -> _Data:
                  general=heldout_general_texts(s.n_general, s.n_general))
 
 
+def _lean_imports() -> None:
+    """In a spawned worker of the runner (not in an in-process run or a test), keep ``peft`` from importing
+    ``bitsandbytes`` (~4-7 CPU-s per process): these jobs never quantise. ``peft`` treats the module as absent."""
+    import multiprocessing
+    import sys
+
+    if multiprocessing.parent_process() is not None and not {"peft", "bitsandbytes"} & set(sys.modules):
+        sys.modules["bitsandbytes"] = None  # type: ignore[assignment]
+
+
 def _policy(method: str, variant: str, base: Any) -> Any:
     """The trained policy of a method on ``base`` (wrapped in place: pass a copy)."""
     from .baseline import LoRAPolicy
@@ -153,6 +163,7 @@ def base_job(settings: dict, seed: int, deps: dict) -> dict:
     adapter-on network is the base whatever the seed's ``A``, and the validation / test pairs and general texts
     do not depend on the seed; the method jobs take their step-0 point from here instead of each recomputing it
     (``test_step0_from_base_equals_direct``)."""
+    _lean_imports()
     import torch
 
     from .config import QAdapterConfig
@@ -170,10 +181,17 @@ def base_job(settings: dict, seed: int, deps: dict) -> dict:
                "val_accuracy": pair_accuracy(pol, d.val, pad, which="base"),
                "general_nll": general_nll(pol, d.general, d.tok, which="base"),
                "n_layer": s.base.lm.n_layer, "n_embd": s.base.lm.n_embd}
-    step0 = {}
+    step0: dict[str, dict] = {}
+    done: dict[tuple, dict] = {}
     for name, (method, variant) in METHODS.items():
         torch.manual_seed(seed)
-        step0[name] = _point(_policy(method, variant, copies.pop(name)), d, memo, 0)
+        p = _policy(method, variant, copies.pop(name))
+        # what a step-0 evaluation depends on: the policy class and its scoring (both Q-Adapter losses share the
+        # alphas and the implied reward; the loss variant only changes training)
+        key = (p.kind, p.cfg.alpha_tilde, p.cfg.alpha_0, getattr(p, "score", None))
+        if key not in done:
+            done[key] = _point(p, d, memo, 0)
+        step0[name] = dict(done[key])
     out["step0"] = step0
     return out
 
@@ -190,6 +208,7 @@ def method_job(settings: dict, seed: int, deps: dict) -> dict:
     Raises:
         ValueError: a ``base`` record without ``step0`` (written by an older version: rerun without --resume).
     """
+    _lean_imports()
     import torch
 
     from iclr25.core.seed import seed_everything
