@@ -96,3 +96,24 @@ def test_reproduce_quick_full(tmp_path, need_file):
     assert [c.name for c in rep.claims] == NAMES
     assert rep.claims[0].holds and rep.claims[1].holds
     assert dataclasses.is_dataclass(rep)
+
+
+def test_worker_malloc_env_set_for_workers_and_restored(monkeypatch):
+    """reproduce() spawns its workers with the glibc heap settings (issue 48 §5: no mmap/page-fault round trip per
+    evaluation tensor); a value the user set is kept, and the environment is restored afterwards."""
+    import os
+    import subprocess
+    import sys
+
+    from iclr25.q_adapter.reproduce import MALLOC_ENV, worker_malloc_env
+
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
+    with worker_malloc_env() as added:
+        assert added == {"MALLOC_MMAP_THRESHOLD_": MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"],
+                         "ICLR25_Q_ADAPTER_REPRODUCE_PID": str(os.getpid())}
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['MALLOC_MMAP_THRESHOLD_'], "
+                                "os.environ['MALLOC_TRIM_THRESHOLD_'])"], capture_output=True, text=True, check=True)
+        assert child.stdout.split() == [MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"], "12345"]
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ and os.environ["MALLOC_TRIM_THRESHOLD_"] == "12345"
+    assert "ICLR25_Q_ADAPTER_REPRODUCE_PID" not in os.environ

@@ -124,12 +124,15 @@ def _data(s: ReproSettings, seed: int) -> _Data:
 
 
 def _lean_imports() -> None:
-    """In a spawned worker of the runner (not in an in-process run or a test), keep ``peft`` from importing
-    ``bitsandbytes`` (~4-7 CPU-s per process): these jobs never quantise. ``peft`` treats the module as absent."""
-    import multiprocessing
+    """In a worker process that :func:`iclr25.q_adapter.reproduce.reproduce` spawned (its environment names another
+    process as the parent, :data:`~iclr25.q_adapter.reproduce.PARENT_ENV`), keep ``peft`` from importing
+    ``bitsandbytes`` (~4-7 CPU-s per process): these jobs never quantise, and ``peft`` treats the module as
+    absent. An in-process run (``--workers 1``) or a test imports it as usual."""
+    import os
     import sys
 
-    if multiprocessing.parent_process() is not None and not {"peft", "bitsandbytes"} & set(sys.modules):
+    parent = os.environ.get("ICLR25_Q_ADAPTER_REPRODUCE_PID")
+    if parent not in (None, str(os.getpid())) and not {"peft", "bitsandbytes"} & set(sys.modules):
         sys.modules["bitsandbytes"] = None  # type: ignore[assignment]
 
 

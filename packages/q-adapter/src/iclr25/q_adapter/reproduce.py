@@ -50,20 +50,27 @@ HEADLINE_PLOT = "headline.png"
 #: an munmap: ~17 % of a quick run's CPU-s was system time. With these, freed blocks stay in the heap and are
 #: reused (no effect on any number: the same arithmetic in other memory).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2 ** 30), "MALLOC_TRIM_THRESHOLD_": str(2 ** 30)}
+#: names the reproducing process to its workers (they skip the bitsandbytes import: ``dsp._lean_imports``)
+PARENT_ENV = "ICLR25_Q_ADAPTER_REPRODUCE_PID"
 
 
 @contextlib.contextmanager
 def worker_malloc_env() -> Iterator[dict[str, str]]:
-    """Within the block, :data:`MALLOC_ENV` is in ``os.environ`` (variables the user set are kept), so worker
-    processes spawned there start with it (glibc reads them at start-up; an in-process run, ``--workers 1``, is
-    unaffected). Yields what it set; restores the environment afterwards."""
-    added = {k: v for k, v in MALLOC_ENV.items() if k not in os.environ}
+    """Within the block, :data:`MALLOC_ENV` and :data:`PARENT_ENV` (this process's id) are in ``os.environ``
+    (malloc variables the user set are kept), so worker processes spawned there start with them (glibc reads
+    them at start-up; an in-process run, ``--workers 1``, is unaffected). Yields what it set; restores the
+    environment afterwards."""
+    added = {k: v for k, v in {**MALLOC_ENV, PARENT_ENV: str(os.getpid())}.items()
+             if k not in os.environ or k == PARENT_ENV}
+    saved = os.environ.get(PARENT_ENV)
     os.environ.update(added)
     try:
         yield added
     finally:
         for k in added:
             os.environ.pop(k, None)
+        if saved is not None:
+            os.environ[PARENT_ENV] = saved
 
 
 def _job_name(method: str, lr: float, seed: int) -> str:
