@@ -53,8 +53,36 @@ def test_reproduce_smoke_two_workers_equal_in_process(tmp_path, monkeypatch, nee
 
     r2 = json.loads((tmp_path / "out" / "records" / "dpo-lr0.003-seed1.json").read_text())["record"]
     r1 = method_job({"repro": settings_to_dict(tiny), "method": "dpo", "lr": 3e-3}, 1, {})
-    flat = lambda c: [float(x) for p in c for x in p.values()]  # noqa: E731
-    assert flat(r1["curve"]) == pytest.approx(flat(r2["curve"]))
+    # bitwise: the run's step-0 point came from the base job (issue 48 §5), this one from the job itself
+    assert r1["curve"] == r2["curve"]
+
+
+@pytest.mark.realdata
+def test_step0_from_base_equals_direct(tmp_path, monkeypatch, need_file):
+    """The base job's step-0 point of every method equals the one each method job computes itself (at each seed:
+    LoRA B = 0 at init, seed-independent evaluation sets), bitwise, and a method job given the base record returns
+    the same record as one that computes step 0 itself; an old base record without ``step0`` is refused."""
+    need_file("dsp/domain_specific_preference.test.json")
+    need_file("hh-rlhf/helpful.test.json")
+    need_file("hh-rlhf/harmless-base.test.jsonl.gz")
+    from iclr25.q_adapter.dsp import METHODS, base_job, method_job, settings_to_dict
+
+    monkeypatch.setenv("ICLR25_CACHE", str(tmp_path / "cache"))
+    sd = settings_to_dict(_tiny())
+    base = json.loads(json.dumps(base_job(sd, 0, {})))  # as the runner passes it: through JSON
+    assert set(base["step0"]) == set(METHODS)
+    for name in METHODS:
+        for seed in (0, 1):
+            direct = method_job({"repro": sd, "method": name, "lr": 3e-3}, seed, {})
+            assert direct["curve"][0] == base["step0"][name], (name, seed)
+        via = method_job({"repro": sd, "method": name, "lr": 3e-3}, 1, {"base": base})
+        assert {k: v for k, v in via.items() if k != "train_seconds"} == {
+            k: v for k, v in direct.items() if k != "train_seconds"}
+    # DPO's implied reward is 0 at init (adapter on = off): every pair a tie
+    assert base["step0"]["dpo"]["test_accuracy"] == base["step0"]["dpo"]["val_accuracy"] == 0.5
+    old = {k: v for k, v in base.items() if k != "step0"}
+    with pytest.raises(ValueError, match="no step-0 point of 'sft'.*without --resume"):
+        method_job({"repro": sd, "method": "sft", "lr": 3e-3}, 0, {"base": old})
 
 
 @pytest.mark.slow
@@ -68,3 +96,24 @@ def test_reproduce_quick_full(tmp_path, need_file):
     assert [c.name for c in rep.claims] == NAMES
     assert rep.claims[0].holds and rep.claims[1].holds
     assert dataclasses.is_dataclass(rep)
+
+
+def test_worker_malloc_env_set_for_workers_and_restored(monkeypatch):
+    """reproduce() spawns its workers with the glibc heap settings (issue 48 §5: no mmap/page-fault round trip per
+    evaluation tensor); a value the user set is kept, and the environment is restored afterwards."""
+    import os
+    import subprocess
+    import sys
+
+    from iclr25.q_adapter.reproduce import MALLOC_ENV, worker_malloc_env
+
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
+    with worker_malloc_env() as added:
+        assert added == {"MALLOC_MMAP_THRESHOLD_": MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"],
+                         "ICLR25_Q_ADAPTER_REPRODUCE_PID": str(os.getpid())}
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['MALLOC_MMAP_THRESHOLD_'], "
+                                "os.environ['MALLOC_TRIM_THRESHOLD_'])"], capture_output=True, text=True, check=True)
+        assert child.stdout.split() == [MALLOC_ENV["MALLOC_MMAP_THRESHOLD_"], "12345"]
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ and os.environ["MALLOC_TRIM_THRESHOLD_"] == "12345"
+    assert "ICLR25_Q_ADAPTER_REPRODUCE_PID" not in os.environ

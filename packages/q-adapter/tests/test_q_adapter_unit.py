@@ -308,3 +308,44 @@ def test_code_regulariser_dominates_the_loss_at_init(tiny_lm):
     assert stats["reg_loss"] > stats["pref_loss"]
     _, paper = QAdapterModel(model, QAdapterConfig.variant("paper")).loss(ids, attn, resp)
     assert paper["reg_loss"] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["q-adapter", "dpo"])
+def test_reused_base_log_probs_equal_a_direct_computation(tiny_lm, lora_randomizer, kind):
+    """The checkpoint evaluations reuse the frozen base's log-probs of each fixed batch (issue 48 §5): the memoised
+    tensor equals the log-softmax of a separate copy of the unwrapped base, the scores and the general-text NLL
+    equal those computed without the memo bitwise, and nothing is memoised outside the block."""
+    import copy
+
+    from iclr25.q_adapter.evaluate import general_nll, pair_accuracy
+
+    model, tok = tiny_lm
+    plain = copy.deepcopy(model).eval()
+    pol = (QAdapterModel(model, QAdapterConfig()) if kind == "q-adapter"
+           else LoRAPolicy(model, QAdapterConfig(), score="dpo"))
+    lora_randomizer(pol.peft_model)
+    pol.eval()
+    pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i}" * (i + 1), f" bad {i}!") for i in range(5)], tok,
+                           max_length=40, max_prompt_length=8)
+    texts = ["hello world, how are you?", "a longer general text " * 3, "ok then"]
+    b = collate_pairs(pairs, tok.pad_token_id)
+    ids, attn, resp = b["input_ids"], b["attention_mask"], b["response_mask"]
+    direct = (pol.scores(ids, attn, resp), pair_accuracy(pol, pairs, tok.pad_token_id, batch_size=2),
+              general_nll(pol, texts, tok, batch_size=2))
+    memo: dict = {}
+    for _ in range(2):  # the first pass fills the memo, the second reads it
+        with pol.reuse_base_log_probs(memo):
+            assert torch.equal(pol.scores(ids, attn, resp), direct[0])
+            assert pair_accuracy(pol, pairs, tok.pad_token_id, batch_size=2) == direct[1]
+            assert general_nll(pol, texts, tok, batch_size=2) == direct[2]
+    n = len(memo)
+    # the whole batch, the pair batches of 2, and the 2 text batches (Q-Adapter's pi~ needs log pi_1; DPO's
+    # general-text NLL is of pi_theta alone)
+    assert n == 1 + -(-len(pairs) // 2) + (2 if kind == "q-adapter" else 0)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)  # the position ids the policy's forward uses
+    with torch.no_grad():
+        ref = torch.log_softmax(plain(input_ids=ids, attention_mask=attn, position_ids=pos).logits.float(), dim=-1)
+    hit = [v for k, v in memo.items() if k[0] == tuple(ids.shape) and k[2] == ids.numpy().tobytes()]
+    assert len(hit) == 1 and torch.equal(hit[0], ref)
+    pol.base_log_probs(ids[:1], attn[:1])
+    assert len(memo) == n and pol._base_memo is None

@@ -123,67 +123,130 @@ def _data(s: ReproSettings, seed: int) -> _Data:
                  general=heldout_general_texts(s.n_general, s.n_general))
 
 
+def _lean_imports() -> None:
+    """In a worker process that :func:`iclr25.q_adapter.reproduce.reproduce` spawned (its environment names another
+    process as the parent, :data:`~iclr25.q_adapter.reproduce.PARENT_ENV`), keep ``peft`` from importing
+    ``bitsandbytes`` (~4-7 CPU-s per process): these jobs never quantise, and ``peft`` treats the module as
+    absent. An in-process run (``--workers 1``) or a test imports it as usual."""
+    import os
+    import sys
+
+    parent = os.environ.get("ICLR25_Q_ADAPTER_REPRODUCE_PID")
+    if parent not in (None, str(os.getpid())) and not {"peft", "bitsandbytes"} & set(sys.modules):
+        sys.modules["bitsandbytes"] = None  # type: ignore[assignment]
+
+
+def _policy(method: str, variant: str, base: Any) -> Any:
+    """The trained policy of a method on ``base`` (wrapped in place: pass a copy)."""
+    from .baseline import LoRAPolicy
+    from .config import QAdapterConfig
+    from .model import QAdapterModel
+
+    qcfg = QAdapterConfig.variant(variant)
+    return QAdapterModel(base, qcfg) if method == "q-adapter" else LoRAPolicy(base, qcfg, score=method)
+
+
+def _point(pol: Any, d: _Data, memo: dict, step: int) -> dict:
+    """One checkpoint evaluation: validation and test pair accuracy and the general-text NLL of ``pol``. The
+    frozen base's log-probs of these fixed batches are computed once and reused from ``memo``
+    (:meth:`~iclr25.q_adapter.model.QAdapterModel.reuse_base_log_probs`; bitwise the same numbers)."""
+    from .evaluate import general_nll, pair_accuracy
+
+    pad = d.tok.pad_token_id
+    with pol.reuse_base_log_probs(memo):
+        return {"step": step, "val_accuracy": pair_accuracy(pol, d.val, pad),
+                "test_accuracy": pair_accuracy(pol, d.test, pad), "general_nll": general_nll(pol, d.general, d.tok)}
+
+
 def base_job(settings: dict, seed: int, deps: dict) -> dict:
     """Runner job: pre-train (or load from the cache) the embedded base and measure it: test pair accuracy of
-    ``log pi_1`` and its general-text NLL (the forgetting reference)."""
+    ``log pi_1`` and its general-text NLL (the forgetting reference).
+
+    It also evaluates every method's policy at step 0 (``step0``): LoRA's ``B`` is 0 at initialisation, so the
+    adapter-on network is the base whatever the seed's ``A``, and the validation / test pairs and general texts
+    do not depend on the seed; the method jobs take their step-0 point from here instead of each recomputing it
+    (``test_step0_from_base_equals_direct``)."""
+    _lean_imports()
+    import torch
+
     from .config import QAdapterConfig
     from .evaluate import general_nll, pair_accuracy
     from .model import QAdapterModel
 
     s = settings_from_dict(settings)
     d = _data(s, seed)
+    copies = {name: copy.deepcopy(d.base) for name in METHODS}
     pol = QAdapterModel(d.base, QAdapterConfig.variant("code"))
     pad = d.tok.pad_token_id
-    return {"pair_accuracy": pair_accuracy(pol, d.test, pad, which="base"),
-            "val_accuracy": pair_accuracy(pol, d.val, pad, which="base"),
-            "general_nll": general_nll(pol, d.general, d.tok, which="base"),
-            "n_layer": s.base.lm.n_layer, "n_embd": s.base.lm.n_embd}
+    memo: dict = {}
+    with pol.reuse_base_log_probs(memo):
+        out = {"pair_accuracy": pair_accuracy(pol, d.test, pad, which="base"),
+               "val_accuracy": pair_accuracy(pol, d.val, pad, which="base"),
+               "general_nll": general_nll(pol, d.general, d.tok, which="base"),
+               "n_layer": s.base.lm.n_layer, "n_embd": s.base.lm.n_embd}
+    step0: dict[str, dict] = {}
+    done: dict[tuple, dict] = {}
+    for name, (method, variant) in METHODS.items():
+        torch.manual_seed(seed)
+        p = _policy(method, variant, copies.pop(name))
+        # what a step-0 evaluation depends on: the policy class and its scoring (both Q-Adapter losses share the
+        # alphas and the implied reward; the loss variant only changes training)
+        key = (p.kind, p.cfg.alpha_tilde, p.cfg.alpha_0, getattr(p, "score", None))
+        if key not in done:
+            done[key] = _point(p, d, memo, 0)
+        step0[name] = dict(done[key])
+    out["step0"] = step0
+    return out
 
 
 def method_job(settings: dict, seed: int, deps: dict) -> dict:
     """Runner job: train ``settings["method"]`` at ``settings["lr"]`` with ``seed`` and record its curve.
 
+    The step-0 point comes from the ``base`` job's record (``deps["base"]["step0"]``, see :func:`base_job`);
+    called without dependencies (``deps == {}``) the job evaluates step 0 itself.
+
     Returns ``{"curve": [{"step", "val_accuracy", "test_accuracy", "general_nll"}, ...], "steps", ...}``; a
     Q-Adapter record also holds the regulariser's and the preference term's loss on the first and last batch.
+
+    Raises:
+        ValueError: a ``base`` record without ``step0`` (written by an older version: rerun without --resume).
     """
+    _lean_imports()
     import torch
 
     from iclr25.core.seed import seed_everything
 
-    from .baseline import LoRAPolicy
-    from .config import QAdapterConfig
-    from .evaluate import general_nll, pair_accuracy
-    from .model import QAdapterModel
     from .trainer import PreferenceTrainer, TrainerConfig
 
     s = settings_from_dict(settings["repro"])
     name, lr = settings["method"], float(settings["lr"])
     method, variant = METHODS[name]
+    step0 = None
+    if "base" in deps:
+        if "step0" not in deps["base"] or name not in deps["base"]["step0"]:
+            raise ValueError(f"the base record has no step-0 point of {name!r} (written by an older version); "
+                             "rerun the reproduction without --resume")
+        step0 = dict(deps["base"]["step0"][name])
     d = _data(s, seed)
     pad = d.tok.pad_token_id
     seed_everything(seed)
     torch.manual_seed(seed)
-    qcfg = QAdapterConfig.variant(variant)
-    b = copy.deepcopy(d.base)
-    pol = QAdapterModel(b, qcfg) if method == "q-adapter" else LoRAPolicy(b, qcfg, score=method)
+    pol = _policy(method, variant, copy.deepcopy(d.base))
     tcfg = TrainerConfig(method=method, learning_rate=lr, epochs=s.epochs, batch_size=s.batch_size, seed=seed,
                          progress=False)
     trainer = PreferenceTrainer(pol, d.train, pad, tcfg, device="cpu", output_dir=None)
     marks = checkpoint_steps(trainer.total_steps, s.checkpoints)
+    memo: dict = {}
 
-    def point(step: int) -> dict:
-        return {"step": step, "val_accuracy": pair_accuracy(pol, d.val, pad),
-                "test_accuracy": pair_accuracy(pol, d.test, pad), "general_nll": general_nll(pol, d.general, d.tok)}
-
-    curve = [point(0)]
+    curve = [step0 if step0 is not None else _point(pol, d, memo, 0)]
 
     def on_step(step: int, rec: dict) -> None:
         if step in marks and step != trainer.total_steps:
-            curve.append(point(step))
+            curve.append(_point(pol, d, memo, step))
 
     t0 = time.perf_counter()
     hist = trainer.train(on_step=on_step)
-    curve.append(point(trainer.step))
+    curve.append(_point(pol, d, memo, trainer.step))
     r = {"method": name, "lr": lr, "curve": curve, "steps": trainer.step, "train_seconds": time.perf_counter() - t0,
          "final_loss": hist[-1]["loss"], "n_train_pairs": len(d.train), "n_val_pairs": len(d.val),
          "n_test_pairs": len(d.test), "n_general_texts": len(d.general)}

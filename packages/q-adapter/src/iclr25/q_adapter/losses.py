@@ -34,7 +34,10 @@ def policy_logits(q: torch.Tensor, base_logp: torch.Tensor, alpha_tilde: float, 
     Returns:
         ``[..., V]`` float32 logits; ``log_softmax`` of them is ``log pi~``.
     """
-    return (q.float() + alpha_0 * base_logp.float()) / alpha_tilde
+    # (alpha_0 log pi_1 + Q) / alpha~ with one [..., V] buffer instead of three (the same IEEE operations in the
+    # same order, addition commuting exactly: bitwise the former (q + alpha_0 * base) / alpha~)
+    out = base_logp.float().mul(alpha_0)
+    return out.add_(q.float()).div_(alpha_tilde)
 
 
 def soft_values(q: torch.Tensor, base_logp: torch.Tensor, alpha_tilde: float, alpha_0: float) -> torch.Tensor:

@@ -9,7 +9,9 @@ and loading in :mod:`~iclr25.q_adapter.persistence`, the LoRA plumbing in :mod:`
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,10 +29,19 @@ __all__ = ["QAdapterModel", "check_causal_lm", "kv_decode", "cache_kwarg", "QCON
 log = logging.getLogger(__name__)
 
 
+def _batch_key(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple:
+    """A batch's identity for the base log-probs memo: shapes, dtypes and the bytes of ids and mask."""
+    parts: list = [tuple(input_ids.shape), str(input_ids.dtype), input_ids.detach().cpu().numpy().tobytes()]
+    if attention_mask is not None:
+        parts += [str(attention_mask.dtype), attention_mask.detach().cpu().numpy().tobytes()]
+    return tuple(parts)
+
+
 class _PeftPolicy(DecodingMixin, SaveLoadMixin, torch.nn.Module):
     """Shared machinery: a PEFT LoRA model, forward with the adapter on/off, cached decoding, saving."""
 
     kind = "lora"
+    _base_memo: dict | None = None
 
     def __init__(self, base_model: Any, cfg: QAdapterConfig | None = None, *, peft_model: Any = None) -> None:
         super().__init__()
@@ -61,10 +72,38 @@ class _PeftPolicy(DecodingMixin, SaveLoadMixin, torch.nn.Module):
         return self.peft_model(**forward_inputs(input_ids, attention_mask)).logits.float()
 
     def base_log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``log pi_1(. | x_{<=t})`` with the adapter off, no grad: ``[B, L, V]`` float32 (nats)."""
+        """``log pi_1(. | x_{<=t})`` with the adapter off, no grad: ``[B, L, V]`` float32 (nats).
+
+        Inside :meth:`reuse_base_log_probs` the result is looked up in (and stored into) its memo, keyed by
+        the batch's token ids and attention mask: the base is frozen, so the same batch gives the same
+        tensor (the same forward, bitwise) at every checkpoint evaluation."""
+        memo = self._base_memo
+        key = None
+        if memo is not None:
+            key = _batch_key(input_ids, attention_mask)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
         with torch.no_grad(), self.peft_model.disable_adapter():
             z = self.peft_model(**forward_inputs(input_ids, attention_mask)).logits.float()
-        return F.log_softmax(z, dim=-1)
+        out = F.log_softmax(z, dim=-1)
+        if memo is not None:
+            memo[key] = out
+        return out
+
+    @contextlib.contextmanager
+    def reuse_base_log_probs(self, memo: dict) -> Iterator[dict]:
+        """Within the block, :meth:`base_log_probs` of a batch already in ``memo`` is the stored tensor (no
+        forward); new batches are added. For evaluations on fixed sets repeated along a training run (the base
+        ``pi_1`` is frozen: its LoRA-off forward of the same batch never changes). Not for training batches
+        (every batch would stay in memory). The memo may be shared by policies that wrap copies of the same
+        base weights."""
+        prev = self._base_memo
+        self._base_memo = memo
+        try:
+            yield memo
+        finally:
+            self._base_memo = prev
 
     def log_probs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Log-probs of the trained policy, ``[B, L, V]`` float32 (from a forward pass)."""
