@@ -4,6 +4,7 @@ named with its worker's traceback, changed settings refused on resume."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -470,3 +471,26 @@ def test_resume_with_nothing_to_resume_says_so(toy, tmp_path, caplog):
     assert r.ran == ["a"] and r.reused == []
     warned = [m for m in caplog.messages if "--resume" in m]
     assert len(warned) == 1 and "nothing to resume" in warned[0] and "all 1 jobs run" in warned[0], warned
+
+
+def env_and_worker(settings, seed, deps):
+    from iclr25.core.runner import in_worker
+
+    return {"env": {k: os.environ.get(k) for k in settings["keys"]}, "in_worker": in_worker()}
+
+
+def test_worker_env_reaches_workers_only_and_user_values_win(toy, tmp_path, monkeypatch):
+    """``worker_env``: the spawned workers start with it (a value already set here wins); this process's environment
+    is restored; ``in_worker()`` is True in a worker and False in this process."""
+    mod, d = toy
+    (d / f"{MOD}_env.py").write_text("import os\n\n" + textwrap.dedent(inspect.getsource(env_and_worker)))
+    keys = ["ICLR25_TEST_A", "ICLR25_TEST_B"]
+    monkeypatch.delenv("ICLR25_TEST_A", raising=False)
+    monkeypatch.setenv("ICLR25_TEST_B", "mine")
+    jobs = [Job(f"e{s}", f"{MOD}_env:env_and_worker", seed=s, settings={"keys": keys}) for s in (0, 1)]
+    r = run_jobs(jobs, tmp_path / "two", workers=2, quiet=True, worker_env={"ICLR25_TEST_A": "1", "ICLR25_TEST_B": "2"})
+    assert all(rec == {"env": {"ICLR25_TEST_A": "1", "ICLR25_TEST_B": "mine"}, "in_worker": True}
+               for rec in r.records.values()), r.records
+    assert "ICLR25_TEST_A" not in os.environ and os.environ["ICLR25_TEST_B"] == "mine"
+    here = run_jobs(jobs, tmp_path / "one", workers=1, quiet=True, worker_env={"ICLR25_TEST_A": "1"})
+    assert all(rec["in_worker"] is False and rec["env"]["ICLR25_TEST_A"] is None for rec in here.records.values())

@@ -124,15 +124,14 @@ def _data(s: ReproSettings, seed: int) -> _Data:
 
 
 def _lean_imports() -> None:
-    """In a worker process that :func:`iclr25.q_adapter.reproduce.reproduce` spawned (its environment names another
-    process as the parent, :data:`~iclr25.q_adapter.reproduce.PARENT_ENV`), keep ``peft`` from importing
-    ``bitsandbytes`` (~4-7 CPU-s per process): these jobs never quantise, and ``peft`` treats the module as
-    absent. An in-process run (``--workers 1``) or a test imports it as usual."""
-    import os
+    """In a runner worker (:func:`iclr25.core.runner.in_worker`), keep ``peft`` from importing ``bitsandbytes``
+    (~4-7 CPU-s per process): these jobs never quantise, and ``peft`` treats the module as absent. An in-process
+    run (``--workers 1``) or a test imports it as usual."""
     import sys
 
-    parent = os.environ.get("ICLR25_Q_ADAPTER_REPRODUCE_PID")
-    if parent not in (None, str(os.getpid())) and not {"peft", "bitsandbytes"} & set(sys.modules):
+    from iclr25.core.runner import in_worker
+
+    if in_worker() and not {"peft", "bitsandbytes"} & set(sys.modules):
         sys.modules["bitsandbytes"] = None  # type: ignore[assignment]
 
 

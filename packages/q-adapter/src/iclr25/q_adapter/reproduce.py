@@ -14,11 +14,9 @@ that hardly learned the preference cannot win by forgetting little.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,34 +41,6 @@ CLAIM_NAMES = ("tabular/recovers_optimum", "tabular/equals_dpo_when_alphas_equal
                "dsp/forgetting_at_matched_accuracy_lt_sft_paper_loss", "mechanism/residual_ranks_heldout_pairs")
 #: the figure of the DSP claims (written by :func:`iclr25.q_adapter.plots.write_plots`)
 HEADLINE_PLOT = "headline.png"
-
-
-#: glibc malloc settings of the spawned workers: every [batch, length, vocab] float32 tensor of an evaluation (~50 MB)
-#: is above glibc's mmap threshold, so each one was a fresh mmap whose pages the kernel faults in and zeroes, then
-#: an munmap: ~17 % of a quick run's CPU-s was system time. With these, freed blocks stay in the heap and are
-#: reused (no effect on any number: the same arithmetic in other memory).
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2 ** 30), "MALLOC_TRIM_THRESHOLD_": str(2 ** 30)}
-#: names the reproducing process to its workers (they skip the bitsandbytes import: ``dsp._lean_imports``)
-PARENT_ENV = "ICLR25_Q_ADAPTER_REPRODUCE_PID"
-
-
-@contextlib.contextmanager
-def worker_malloc_env() -> Iterator[dict[str, str]]:
-    """Within the block, :data:`MALLOC_ENV` and :data:`PARENT_ENV` (this process's id) are in ``os.environ``
-    (malloc variables the user set are kept), so worker processes spawned there start with them (glibc reads
-    them at start-up; an in-process run, ``--workers 1``, is unaffected). Yields what it set; restores the
-    environment afterwards."""
-    added = {k: v for k, v in {**MALLOC_ENV, PARENT_ENV: str(os.getpid())}.items()
-             if k not in os.environ or k == PARENT_ENV}
-    saved = os.environ.get(PARENT_ENV)
-    os.environ.update(added)
-    try:
-        yield added
-    finally:
-        for k in added:
-            os.environ.pop(k, None)
-        if saved is not None:
-            os.environ[PARENT_ENV] = saved
 
 
 def _job_name(method: str, lr: float, seed: int) -> str:
@@ -106,7 +76,7 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
     Raises:
         ValueError: empty ``seeds``, ``workers < 1`` or ``threads < 1``.
     """
-    from iclr25.core.runner import run_jobs
+    from iclr25.core.runner import HEAP_REUSE_ENV, run_jobs
 
     s = QUICK if quick else FULL
     if seeds is not None:
@@ -119,9 +89,10 @@ def reproduce(quick: bool, out_dir: Path, *, seeds: Sequence[int] | None = None,
     if threads < 1:
         raise ValueError(f"--threads must be >= 1, got {threads}")
     out_dir = Path(out_dir)
-    with worker_malloc_env():
-        res = run_jobs(jobs(s), out_dir, workers=workers, resume=resume, threads=threads,
-                       desc="q-adapter reproduce", quiet=True if quiet else None)
+    # the workers keep freed evaluation tensors in the heap (HEAP_REUSE_ENV: no mmap + page-fault round trip per
+    # [batch, length, vocab] tensor, ~17 % of the quick run's CPU-s) and skip the bitsandbytes import (dsp)
+    res = run_jobs(jobs(s), out_dir, workers=workers, resume=resume, threads=threads, desc="q-adapter reproduce",
+                   quiet=True if quiet else None, worker_env=HEAP_REUSE_ENV)
     claims, raw = claims_from_records(res.records, s)
     raw["runner"] = res.summary()
     _write_outputs(raw, s, out_dir)

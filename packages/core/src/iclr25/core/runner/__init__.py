@@ -37,6 +37,9 @@ What :func:`run_jobs` guarantees, for every package alike:
   CPU time reaches ``RUSAGE_CHILDREN`` (and with it ``results.json``'s ``cpu_seconds`` and
   ``/usr/bin/time``); :class:`RunResult` reports this process's and the children's CPU seconds of the
   run, and each record its job's CPU seconds.
+* **Worker environment.** ``worker_env`` adds environment variables the workers start with (e.g.
+  :data:`HEAP_REUSE_ENV`, glibc heap settings for torch-heavy evaluation); :func:`in_worker` tells a job it
+  runs in a worker.
 * **Progress.** One bar over the jobs (:func:`iclr25.core.progress.progress`).
 * **Failures.** A job that raises fails the run with :class:`JobFailed`, naming the job and carrying
   the worker's traceback; running workers are stopped, finished records are kept (``--resume`` after
@@ -76,6 +79,8 @@ from .jobs import (
 )
 from .records import load_records
 from .schedule import run_jobs
+from .worker import HEAP_REUSE_ENV, in_worker
 
 __all__ = ["Job", "RunResult", "JobFailed", "JobMissingModule", "RunInterrupted", "run_jobs", "load_records",
-           "default_workers", "nan_to_none", "none_to_nan", "RECORDS_DIR", "SETTINGS_FILE"]
+           "default_workers", "nan_to_none", "none_to_nan", "RECORDS_DIR", "SETTINGS_FILE", "HEAP_REUSE_ENV",
+           "in_worker"]

@@ -5,6 +5,7 @@ Part of :mod:`iclr25.core.runner` (see its docstring)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ import resource
 import signal
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def _children_cpu() -> float:
 
 def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None, resume: bool = False,
              threads: int | None = 1, run_settings: Mapping[str, Any] | None = None, desc: str = "jobs",
-             quiet: bool | None = None) -> RunResult:
+             quiet: bool | None = None, worker_env: Mapping[str, str] | None = None) -> RunResult:
     """Run ``jobs`` (dependencies first), writing ``OUT/records/<job>.json`` for each; see the module docstring.
 
     Args:
@@ -71,6 +72,8 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
             the data file).
         desc: the progress bar's label.
         quiet: progress bar off (``None``: the core's ``--quiet`` / ``ICLR25_QUIET``).
+        worker_env: environment variables the spawned workers start with (e.g. :data:`HEAP_REUSE_ENV`); a
+            variable already set in this process keeps its value. Not applied with one worker (in-process).
 
     Returns:
         :class:`RunResult`.
@@ -165,7 +168,7 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
         if todo and n_workers == 1:
             _run_here(todo, records, threads, finish)
         elif todo:
-            _run_pool(todo, records, n_workers, threads, finish)
+            _run_pool(todo, records, n_workers, threads, finish, worker_env)
     except KeyboardInterrupt:
         raise RunInterrupted(left()) from None
     except JobFailed as e:
@@ -241,8 +244,21 @@ def _run_here(todo: list[Job], records: dict[str, Any], threads: int | None, fin
         finish(j, text, cpu, wall)
 
 
+@contextlib.contextmanager
+def _env_for_spawn(extra: Mapping[str, str] | None) -> Iterator[None]:
+    """``extra``'s variables not set here yet are in ``os.environ`` within the block (a spawned process starts
+    with them), and removed afterwards."""
+    added = [k for k in (extra or {}) if k not in os.environ]
+    os.environ.update({k: str(extra[k]) for k in added})  # type: ignore[index]
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def _run_pool(todo: list[Job], records: dict[str, Any], n_workers: int, threads: int | None,
-              finish: Callable[..., None]) -> None:
+              finish: Callable[..., None], worker_env: Mapping[str, str] | None = None) -> None:
     """``workers > 1``: spawned workers, one job each at a time, fed as dependencies finish."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -257,13 +273,14 @@ def _run_pool(todo: list[Job], records: dict[str, Any], n_workers: int, threads:
         # worker is still importing must not print its traceback; the parent stops the workers itself
         prev_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
         try:
-            for _ in range(n_workers):
-                parent, child = ctx.Pipe()
-                p = ctx.Process(target=_worker_main, args=(child, os.getpid(), level, threads), daemon=True)
-                p.start()
-                child.close()
-                procs.append(p)
-                conns.append(parent)
+            with _env_for_spawn(worker_env):
+                for _ in range(n_workers):
+                    parent, child = ctx.Pipe()
+                    p = ctx.Process(target=_worker_main, args=(child, os.getpid(), level, threads), daemon=True)
+                    p.start()
+                    child.close()
+                    procs.append(p)
+                    conns.append(parent)
         finally:
             if prev_int is not None:
                 signal.signal(signal.SIGINT, prev_int)
