@@ -129,6 +129,14 @@ def test_library_rejects_lambda_le_zero_like_the_cli():
 
 # ---------------------------------------------------------------- follow-up (session 52): silent empty results
 
+@pytest.mark.parametrize("cmd", ["area", "realdata"])
+def test_an_empty_lambda_list_is_refused(cmd, capsys):
+    """`area --lam` (no values) printed an empty table with exit 0."""
+    assert main([cmd, "--lam"]) == 2
+    err = capsys.readouterr().err  # flag errors are shown in the CLI's usual (tyro) error box
+    assert "--lam needs at least one value" in err and "Traceback" not in err
+
+
 def test_disconnected_probability_pairs_are_an_error_not_an_empty_report(tmp_path, capsys):
     """Pairs a-b and c-d share no item: '0 triples evaluated', 0/0 = '0%' sensitive, exit 0."""
     f = tmp_path / "p.csv"
@@ -142,3 +150,10 @@ def test_disconnected_probability_pairs_are_an_error_not_an_empty_report(tmp_pat
         sensitive_triples(matrix=P)
     P[1, 2], P[2, 1] = 0.5, 0.5  # b-c joins them: triples through b and c are evaluated
     assert sensitive_triples(matrix=P).n_evaluated > 0
+
+
+def test_dpo_refuses_a_repeated_p23(capsys):
+    """`dpo --p23 0.01 0.01` trained the same point twice (two rows, a doubled weight in the mean)."""
+    assert main(["dpo", "--backend", "tabular", "--p23", "0.01", "0.01", "--out", "/nonexistent/x"]) == 2
+    err = capsys.readouterr().err
+    assert "p23=0.01 is given twice (p23[0] and p23[1])" in err and "Traceback" not in err, err
