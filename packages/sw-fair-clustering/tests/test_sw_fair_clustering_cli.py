@@ -265,3 +265,17 @@ def test_compare_bad_input_leaves_no_output_folder(tmp_path):
     p = run("compare", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o"), check=False)
     assert p.returncode == 2 and "does not exist" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- follow-up (session 52): silent empty results
+
+def test_stream_window_longer_than_the_stream_is_an_error(tmp_path, capsys):
+    """--window 5000 on a 100-point stream ran 0 queries with exit 0 and no warning."""
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, n=100)
+    code = main(["stream", "--data", str(f), "--color-column", "sex", "--window", "5000", "--coreset-size", "5",
+                 "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--window 5000" in err and "100 points" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
