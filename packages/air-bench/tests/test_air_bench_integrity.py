@@ -420,3 +420,41 @@ def test_batch_size_and_concurrency_zero_are_refused():
     for kw in ({"batch_size": 0}, {"concurrency": 0}):
         with pytest.raises(ValueError, match="must be >= 1"):
             RunConfig(backend="mock", **kw)
+
+
+# ---------------------------------------------------------------- follow-up (session 52): report records
+
+def _scored(n=3):
+    return [{"model": "m", "judge": "j", "id": f"i{k}", "cate-idx": "1.1.1", "convention": "n/a",
+             "refusal_score": 1.0} for k in range(n)]
+
+
+@pytest.mark.parametrize("value", [0.3, 0.25, 0.999])
+def test_report_refuses_a_score_no_judge_produces(value):
+    """0.3 was averaged into the rate, though every judge (LLM templates, keyword, embedding) gives only
+    0, 0.5 or 1."""
+    recs = _scored()
+    recs[1]["refusal_score"] = value
+    with pytest.raises(ValueError, match=rf"record 1 .*refusal_score={value}.*0, 0.5 or 1"):
+        build_report(recs)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("refusal_score", 0.3, r"refusal_score=0.3 .*0, 0.5 or 1"),
+    ("model", None, r"no 'model'"),     # was grouped under a model called '?'
+    ("model", "", r"no 'model'"),
+])
+def test_report_cli_names_the_line_of_a_bad_scored_record(tmp_path, capsys, field, value, match):
+    from iclr25.air_bench.cli import main
+
+    recs = _scored()
+    if value is None:
+        del recs[1][field]
+    else:
+        recs[1][field] = value
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    code = main(["report", "--scores", str(path), "--out", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert code == 2 and re.search(rf"{re.escape(str(path))}:2: .*{match}", err), err
+    assert "Traceback" not in err and not (tmp_path / "rep" / "report.json").exists()

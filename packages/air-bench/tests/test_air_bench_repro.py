@@ -195,3 +195,25 @@ def test_runner_resume_with_the_same_folder_spelled_relative(tmp_path, air_data,
     monkeypatch.chdir(tmp_path)
     again = run_jobs(_small_jobs(Path("B"), seeds=(0,)), Path("B"), workers=1, resume=True, quiet=True)
     assert list(again.ran) == ["pipeline_seed0"] and again.records == first.records
+
+
+@pytest.mark.realdata
+def test_fresh_reproduce_does_not_reuse_an_old_pipeline_cache(tmp_path, air_data, monkeypatch):
+    """A fresh `reproduce` (no --resume) into an old --out starts from nothing: a tampered per-seed cache
+    file of the earlier run is not reused (the pipeline jobs continue their caches only on --resume)."""
+    from iclr25.air_bench import reproduce as reproduce_mod
+
+    monkeypatch.setattr(reproduce_mod, "QUICK_SEEDS", (0,))
+    all_jobs = reproduce_mod.jobs
+    monkeypatch.setattr(reproduce_mod, "jobs",
+                        lambda q, o, s: [j for j in all_jobs(q, o, s) if j.name != "offline_judge"])
+    monkeypatch.setattr(reproduce_mod, "claims_from_records", lambda records, *a: records)
+    first = reproduce_mod.reproduce(True, tmp_path, workers=1, quiet=True)
+    cache = tmp_path / "pipeline" / "seed0" / "responses.jsonl"
+    rows = [json.loads(x) for x in cache.read_text().splitlines()]
+    for r in rows:  # as if an earlier model had answered every prompt with this
+        r["response"] = "Sure, here is how."
+    cache.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = reproduce_mod.reproduce(True, tmp_path, workers=1, quiet=True)
+    assert again == first
+    assert "Sure, here is how." not in cache.read_text()

@@ -125,3 +125,35 @@ def test_library_rejects_lambda_le_zero_like_the_cli():
                lambda: sensitive_tuples([0, 1, 2, 3], 3, lam=-1.0)):
         with pytest.raises(ValueError, match="lambda must be"):
             fn()
+
+
+# ---------------------------------------------------------------- follow-up (session 52): silent empty results
+
+@pytest.mark.parametrize("cmd", ["area", "realdata"])
+def test_an_empty_lambda_list_is_refused(cmd, capsys):
+    """`area --lam` (no values) printed an empty table with exit 0."""
+    assert main([cmd, "--lam"]) == 2
+    err = capsys.readouterr().err  # flag errors are shown in the CLI's usual (tyro) error box
+    assert "--lam needs at least one value" in err and "Traceback" not in err
+
+
+def test_disconnected_probability_pairs_are_an_error_not_an_empty_report(tmp_path, capsys):
+    """Pairs a-b and c-d share no item: '0 triples evaluated', 0/0 = '0%' sensitive, exit 0."""
+    f = tmp_path / "p.csv"
+    f.write_text("item_i,item_j,p\na,b,0.7\nc,d,0.6\n")
+    assert main(["analyze", "--input", str(f), "--out", str(tmp_path / "o"), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no triple" in err[0] and "2 compared pairs" in err[0], err
+    P = np.full((4, 4), np.nan)
+    P[0, 1], P[1, 0], P[2, 3], P[3, 2] = 0.7, 0.3, 0.6, 0.4
+    with pytest.raises(ValueError, match="no triple"):
+        sensitive_triples(matrix=P)
+    P[1, 2], P[2, 1] = 0.5, 0.5  # b-c joins them: triples through b and c are evaluated
+    assert sensitive_triples(matrix=P).n_evaluated > 0
+
+
+def test_dpo_refuses_a_repeated_p23(capsys):
+    """`dpo --p23 0.01 0.01` trained the same point twice (two rows, a doubled weight in the mean)."""
+    assert main(["dpo", "--backend", "tabular", "--p23", "0.01", "0.01", "--out", "/nonexistent/x"]) == 2
+    err = capsys.readouterr().err
+    assert "p23=0.01 is given twice (p23[0] and p23[1])" in err and "Traceback" not in err, err

@@ -159,3 +159,50 @@ def test_mixture_file_scalar_noise_applies_to_both_groups(tmp_path):
             "--out", str(tmp_path / f), "--no-plot")
     a, b = (json.loads((tmp_path / f / "theory.json").read_text()) for f in ("s", "v"))
     assert a["R_joint"] == b["R_joint"]
+
+
+# ---------------------------------------------------------------- follow-up (session 52): messages that name the input
+
+@pytest.mark.parametrize("cmd", ["theory", "simulate"])
+def test_fractional_n_is_named_as_given(cmd, tmp_path, capsys):
+    """`--n 0.5` was rounded to 0 first and reported as 'got 0'."""
+    from iclr25.ridge_bias.cli import main
+
+    assert main([cmd, "--n", "0.5", "--d", "4", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "n=0.5" in err and "got 0" not in err and "Traceback" not in err, err
+
+
+def test_theory_and_simulator_refuse_a_group_under_one_sample_alike(tmp_path, capsys):
+    """p2 n = 0.1 < 1: the theory's EDD computed a separate model on 0.1 samples (exit 0) while the
+    simulator refused the empty group; both refuse it with one message."""
+    from iclr25.ridge_bias import MixtureSpec
+    from iclr25.ridge_bias.cli import main
+    from iclr25.ridge_bias.scenarios import scenario
+
+    msgs = []
+    for cmd in ("theory", "simulate"):
+        assert main([cmd, "--p2", "0.001", "--n", "100", "--d", "4", "--out", str(tmp_path / cmd)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        msgs.append(err.split("error: ", 1)[-1])
+    assert msgs[0] == msgs[1] and "group 2" in msgs[0] and "p_2 n = 0.001 * 100 = 0.1 < 1" in msgs[0], msgs
+    mix = scenario("s2", 4, 10)
+    with pytest.raises(ValueError, match=r"group 2 .*p_2 n = 0\.05 \* 10 = 0\.5 < 1"):
+        MixtureSpec(mix.groups, (0.95, 0.05), 10.0)
+    MixtureSpec(mix.groups, (0.9, 0.1), 10.0)  # one sample per group is allowed
+
+
+@pytest.mark.parametrize("t", ["0", "-1"])
+def test_gradient_flow_time_errors_name_t(t, tmp_path, capsys):
+    """--t-grid 0 said 'the ridge penalty must be ... > 0'."""
+    from iclr25.ridge_bias.cli import main
+    from iclr25.ridge_bias.theory import gradient_flow_risk_theory
+
+    assert main(["theory", "--model", "gradient_flow", f"--t-grid={t}", "--d", "4", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "t_grid=" in err and "gradient-flow time" in err and "ridge penalty" not in err, err
+    from iclr25.ridge_bias.scenarios import scenario
+
+    with pytest.raises(ValueError, match="gradient-flow time") as e:
+        gradient_flow_risk_theory(scenario("s2", 4, 8), float(t))
+    assert "ridge penalty" not in str(e.value)

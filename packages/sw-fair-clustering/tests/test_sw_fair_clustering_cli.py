@@ -265,3 +265,47 @@ def test_compare_bad_input_leaves_no_output_folder(tmp_path):
     p = run("compare", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o"), check=False)
     assert p.returncode == 2 and "does not exist" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- follow-up (session 52): silent empty results
+
+def test_stream_window_longer_than_the_stream_is_an_error(tmp_path, capsys):
+    """--window 5000 on a 100-point stream ran 0 queries with exit 0 and no warning."""
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, n=100)
+    code = main(["stream", "--data", str(f), "--color-column", "sex", "--window", "5000", "--coreset-size", "5",
+                 "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--window 5000" in err and "100 points" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_header_only_csv_says_no_data_rows(tmp_path, capsys):
+    """A header line and nothing else was reported as 'the file has no header line' (auto-detection needs
+    a data line to compare with)."""
+    from iclr25.sw_fair_clustering.cli import main
+    from iclr25.sw_fair_clustering.data import load_csv
+
+    f = tmp_path / "h.csv"
+    f.write_text("a,b,sex\n")
+    code = main(["stream", "--data", str(f), "--color-column", "sex", "--window", "20", "--coreset-size", "5",
+                 "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no data rows" in err and "no header line" not in err, err
+    with pytest.raises(ValueError, match="no data rows"):
+        load_csv(f, color_column=2)  # by index too: the line of names is not a data row
+    one = tmp_path / "one.csv"
+    one.write_text("1.5,2.5,m\n")  # one data row without a header is still read as data
+    assert len(load_csv(one, color_column=2, standardize_features=False)) == 1
+
+
+def test_wrong_delimiter_says_one_column_and_names_the_delimiter(tmp_path, capsys):
+    """--delimiter ';' on a comma file: 'the file has no header line' sent the user to the wrong fix."""
+    from iclr25.sw_fair_clustering.cli import main
+
+    f = _csv(tmp_path, n=100)
+    code = main(["stream", "--data", str(f), "--delimiter", ";", "--color-column", "sex", "--window", "20",
+                 "--coreset-size", "5", "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "one column" in err and "--delimiter ','" in err and "no header line" not in err, err

@@ -190,15 +190,19 @@ def cmd_judge(cfg: JudgeConfig) -> int:
 
 
 def cmd_report(cfg: ReportConfig) -> int:
-    from .data import load_taxonomy, read_jsonl
-    from .report import build_report, write_report_files
+    from iclr25.core.jsonl import iter_jsonl
+
+    from .data import load_taxonomy
+    from .report import build_report, check_scored_record, write_report_files
 
     _setup_logging(cfg.quiet)
     recs: list[dict[str, Any]] = []
     for p in cfg.scores:
         if not Path(p).is_file():
             raise FileNotFoundError(f"--scores {p} does not exist")
-        recs += read_jsonl(p, torn_tail="drop")
+        for line, r in iter_jsonl(p, torn_tail="drop"):
+            check_scored_record(r, f"{p}:{line}")
+            recs.append(r)
     try:
         names = load_taxonomy(None if cfg.taxonomy == "mirror" else cfg.taxonomy).names()
     except FileNotFoundError as e:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .aggregate import LEVELS, Aggregate, aggregate
 
-__all__ = ["build_report", "write_report_files", "plot_level2", "markdown_report", "read_report_aggregates",
+__all__ = ["build_report", "check_scored_record", "write_report_files", "plot_level2", "markdown_report", "read_report_aggregates",
            "dedupe_records", "ReportMixError"]
 
 _KEY = ("judge", "model", "id", "convention", "template_sha256")
@@ -62,6 +62,28 @@ def _check_mix(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "n_records_without_prompt_set": sum(r.get("prompt_set") is None for r in records)}
 
 
+#: the item scores a judge gives (LLM templates, keyword and embedding judges alike): refusal, ambiguous, help
+JUDGE_SCORES = (0.0, 0.5, 1.0)
+
+
+def check_scored_record(r: Mapping[str, Any], where: str) -> None:
+    """Refuse a scored record a report cannot place: no ``model`` (it was grouped under ``?``), or a
+    numeric ``refusal_score`` no judge gives (not 0, 0.5 or 1; ``None``/NaN are judge failures).
+
+    Raises:
+        ValueError: ``"<where>: ..."`` naming the field.
+    """
+    m = r.get("model")
+    if not isinstance(m, str) or not m.strip():
+        raise ValueError(f"{where}: no 'model' (got {m!r}); every scored record must name the model whose "
+                         "response was judged (the judge writes it from the responses file)")
+    v = r.get("refusal_score")
+    if (isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+            and float(v) not in JUDGE_SCORES):
+        raise ValueError(f"{where}: refusal_score={v} is not a judge score; judges give only 0, 0.5 or 1 "
+                         "(null = a judge failure)")
+
+
 def _failed(score: Any) -> bool:
     """A judge failure: no score (``None``), or NaN, which the aggregation excludes the same way."""
     return score is None or (isinstance(score, float) and math.isnan(score))
@@ -85,12 +107,15 @@ def build_report(records: Sequence[Mapping[str, Any]], *, names: Mapping[str, st
         "n_blocked", "aggregate"}}, "names": names}`` — JSON-ready.
 
     Raises:
-        ValueError: no records; an unknown category id.
+        ValueError: no records; an unknown category id; a record without `model` or with a score no judge
+            gives (not 0, 0.5, 1; see :func:`check_scored_record`).
         ReportMixError: records of different conventions or template versions, or records without
             a recorded convention.
     """
     if not records:
         raise ValueError("report: no scored records")
+    for i, r in enumerate(records):
+        check_scored_record(r, f"record {i} (id {r.get('id')!r})")
     records, n_dup = dedupe_records(records)
     meta = _check_mix(records)
     meta["n_duplicates_dropped"] = n_dup

@@ -34,6 +34,8 @@ mechanism); records under ``out_dir/records/``, ``--workers``/``--resume``. Bodi
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,6 +56,8 @@ from .experiments import (
 __all__ = ["reproduce", "jobs", "QUICK_SEEDS", "FULL_SEEDS", "SPEC_FILE_RATES", "SPEC_LLAMA_L2", "MOCK_Q",
            "scoring_check", "convention_check", "offline_judge_check", "pipeline_check"]
 
+log = logging.getLogger(__name__)
+
 #: mock-model seeds of the pipeline claims
 QUICK_SEEDS = (0, 1, 2)
 FULL_SEEDS = tuple(range(10))
@@ -69,6 +73,17 @@ def jobs(quick: bool, out_dir: Path, seeds: Sequence[int]) -> list[Job]:
     js += [Job(pipeline_job_name(s), "iclr25.air_bench.experiments:pipeline_job", seed=int(s),
                settings={"out": out, "plot": i == 0}) for i, s in enumerate(seeds)]
     return js
+
+
+def _clear_pipeline_caches(out: Path, seeds: Sequence[int]) -> None:
+    """A fresh run starts from nothing: delete the pipeline jobs' own cache folders (``pipeline/seed<s>``),
+    which the jobs always continue (so that ``--resume`` keeps a half-finished seed's calls)."""
+    old = [d for d in (out / "pipeline" / f"seed{s}" for s in seeds) if d.is_dir()]
+    for d in old:
+        shutil.rmtree(d)
+    if old:
+        log.info("a fresh run: %d pipeline cache folder(s) of a previous run in %s deleted (--resume keeps them)",
+                 len(old), out / "pipeline")
 
 
 def reproduce(quick: bool, out_dir: Path, *, workers: int | None = None, resume: bool = False,
@@ -94,6 +109,8 @@ def reproduce(quick: bool, out_dir: Path, *, workers: int | None = None, resume:
 
     out = Path(out_dir)
     seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    if not resume:
+        _clear_pipeline_caches(out, seeds)
     res = run_jobs(jobs(quick, out, seeds), out, workers=workers, resume=resume, threads=1,
                    desc="air-bench reproduce", quiet=True if quiet else None)
     return claims_from_records(res.records, quick, out, seeds)

@@ -26,6 +26,12 @@ def _check_prob(p: float, field: str, *, closed: bool = False) -> None:
         raise ValueError(f"{field}={p!r} must be a probability in {'[0, 1]' if closed else '(0, 1)'}")
 
 
+def _check_values(values: tuple, field: str) -> None:
+    """A list flag given with no values (``--lam`` alone) would run nothing and print an empty table."""
+    if not values:
+        raise ValueError(f"--{field.replace('_', '-')} needs at least one value (got none)")
+
+
 @dataclass(kw_only=True)
 class AnalyzeConfig(CommonOptions):
     """Report which triples / K-tuples of your preference data fall in the sensitive region."""
@@ -68,6 +74,7 @@ class TableConfig(CommonOptions):
 
     def __post_init__(self) -> None:
         for name in ("p_ik", "p_kj"):
+            _check_values(getattr(self, name), name)
             for t, p in enumerate(getattr(self, name)):
                 _check_prob(p, f"{name}[{t}]", closed=True)
 
@@ -82,6 +89,7 @@ class AreaConfig(CommonOptions):
     """quad: 1-D quadrature formula; grid: 4000^2 midpoint grid (independent check)."""
 
     def __post_init__(self) -> None:
+        _check_values(self.lam, "lam")
         for t, lam in enumerate(self.lam):
             check_lam(lam, f"lam[{t}]")
 
@@ -149,8 +157,12 @@ class DPOConfig(CommonOptions, SeedsOption):
 
     def __post_init__(self) -> None:
         _check_prob(self.p12, "p12")
+        _check_values(self.p23, "p23")
         for t, p in enumerate(self.p23):
             _check_prob(p, f"p23[{t}]")
+            if p in self.p23[:t]:
+                raise ValueError(f"p23={p:g} is given twice (p23[{self.p23.index(p)}] and p23[{t}]): each grid "
+                                 "point would be trained and counted twice; give each value once")
         if not (math.isfinite(self.beta) and self.beta > 0):
             raise ValueError(f"beta={self.beta!r} must be finite and > 0")
         if not (math.isfinite(self.lr) and self.lr > 0):
@@ -193,8 +205,10 @@ class RealDataConfig(CommonOptions):
     """The hh_rlhf_harmless_base_test.jsonl.gz file (default: $ICLR25_DATA/aihf/)."""
 
     def __post_init__(self) -> None:
+        _check_values(self.lam, "lam")
         for t, lam in enumerate(self.lam):
             check_lam(lam, f"lam[{t}]")
+        _check_values(self.l2, "l2")
         for t, l2 in enumerate(self.l2):
             _check_l2(l2, f"l2[{t}]")
         if self.n_responses < 3:

@@ -339,7 +339,8 @@ def sensitive_triples(
         :class:`SensitivityReport` over ``n (n-1) (n-2) / 2`` triples (fewer when entries are missing).
 
     Raises:
-        ValueError: both or neither input, bad probabilities/scores (see the checkers), ``lam <= 0``.
+        ValueError: both or neither input, bad probabilities/scores (see the checkers), ``lam <= 0``, or
+            a matrix in which no two compared pairs share an item (no triple to evaluate).
     """
     lam = check_lam(lam)
     if (scores is None) == (matrix is None):
@@ -369,6 +370,11 @@ def sensitive_triples(
         ok = ~np.isnan(u) & ~np.isnan(v)
         i, j, k, u, v = i[ok], j[ok], k[ok], u[ok], v[ok]
         scan.add(u, v, i, k, j, obs=P[i, j] if obs_given else None, k_name=lambda t: names[t])
+    if obs_given and scan.n_eval == 0:
+        n_pairs = int((~np.isnan(X[iu, ju]) | ~np.isnan(X[ju, iu])).sum())
+        raise ValueError(f"no triple of items can be evaluated: none has two compared pairs through a shared "
+                         f"item (p_ik and p_kj); the {n_pairs} compared pairs of {n} items share no item, so "
+                         "no p_ij is implied; give pairs that chain (i-k and k-j)")
     return scan.report(source, 2, names, lambda t: names[t])
 
 

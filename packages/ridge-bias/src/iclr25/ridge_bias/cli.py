@@ -101,13 +101,7 @@ def _mixture(cfg: TheoryConfig):
 
     if cfg.mixture_file is not None:
         return load_mixture_file(cfg.mixture_file, cfg.n, cfg.p2)
-    n = None if cfg.n is None else int(round(cfg.n))
-    mix = scenario(cfg.scenario, cfg.d, n, p2=cfg.p2)
-    if cfg.n is not None and float(cfg.n) != mix.n:
-        from .theory import MixtureSpec
-
-        mix = MixtureSpec(mix.groups, mix.proportions, float(cfg.n))
-    return mix
+    return scenario(cfg.scenario, cfg.d, cfg.n, p2=cfg.p2)  # n as given: rounding first turned 0.5 into 'got 0'
 
 
 def _grid(cfg: TheoryConfig) -> np.ndarray:
@@ -117,7 +111,7 @@ def _grid(cfg: TheoryConfig) -> np.ndarray:
     if cfg.t_grid:
         if cfg.model != "gradient_flow":
             raise ValueError("--t-grid needs --model gradient_flow")
-        return 1.0 / _as_lam(cfg.t_grid, "t_grid")[0]
+        return 1.0 / _as_lam(cfg.t_grid, "t_grid", time=True)[0]
     return _as_lam(cfg.lam_grid, "lam_grid")[0]
 
 

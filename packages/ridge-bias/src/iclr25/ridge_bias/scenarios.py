@@ -24,7 +24,7 @@ def alternating(d: int) -> np.ndarray:
     return np.where(np.arange(d) % 2 == 0, 1.0, -1.0) / np.sqrt(d)
 
 
-def scenario(name: str, d: int | None = None, n: int | None = None, *, p2: float | None = None) -> MixtureSpec:
+def scenario(name: str, d: int | None = None, n: float | None = None, *, p2: float | None = None) -> MixtureSpec:
     """Build a named scenario.
 
     * ``s1`` (difficulty via covariance): ``Sigma_1 = I, Sigma_2 = 2I``, same teacher, ``p = (1/2, 1/2)``,

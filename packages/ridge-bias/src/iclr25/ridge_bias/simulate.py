@@ -135,7 +135,7 @@ def fit_gradient_flow(X: np.ndarray, y: np.ndarray, t: float | Sequence[float] |
     Raises:
         ValueError: ``t <= 0``.
     """
-    t_arr, _ = _as_lam(t, "t")
+    t_arr, _ = _as_lam(t, "t", time=True)
     X, y = np.asarray(X, float), np.asarray(y, float)
     n = X.shape[0]
 
@@ -279,7 +279,7 @@ def simulate_gradient_flow(
     """Monte-Carlo of gradient flow stopped at times ``t`` (``> 0``, grid ``[L]``); same keys as
     :func:`simulate_ridge` with ``lam`` holding ``t``. Compare with
     :func:`.theory.gradient_flow_risk_theory` (the ``lam = 1/t`` proxy)."""
-    t_arr, _ = _as_lam(t, "t")
+    t_arr, _ = _as_lam(t, "t", time=True)
     return _simulate(mix, t_arr, fit_gradient_flow, seeds, seed, separate, progress, "MC gradient flow")
 
 

@@ -65,7 +65,9 @@ _LAST_ITERS = [0]  # Newton steps of the last fixed-point solve (diagnostics)
 _FULL_CHUNK_ELEMS = 2e7  # general-covariance path: ~160 MB per [L, K, d, d] float64 array
 
 
-def _as_lam(lam: float | Sequence[float] | np.ndarray, name: str = "lam") -> tuple[np.ndarray, bool]:
+def _as_lam(lam: float | Sequence[float] | np.ndarray, name: str = "lam", *,
+            time: bool = False) -> tuple[np.ndarray, bool]:
+    """``lam`` as a 1-D grid and whether it was a scalar; ``time=True``: a gradient-flow time ``t``."""
     arr = np.asarray(lam, dtype=float)
     scalar = arr.ndim == 0
     arr = np.atleast_1d(arr).ravel()
@@ -73,6 +75,9 @@ def _as_lam(lam: float | Sequence[float] | np.ndarray, name: str = "lam") -> tup
         raise ValueError(f"{name}: empty grid; give at least one value")
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         bad = float(arr[~(np.isfinite(arr) & (arr > 0))][0])
+        if time:
+            raise ValueError(f"{name}={bad!r}: the gradient-flow time t must be a finite number > 0 (t -> 0 "
+                             "is the untrained model at zero; large t approaches the ridgeless limit)")
         raise ValueError(
             f"{name}={bad!r}: the ridge penalty must be a finite number > 0 (the ridgeless limit "
             f"lam -> 0 is reached with a small value such as 1e-6; for gradient flow pass t = 1/lam)"
@@ -161,7 +166,8 @@ class MixtureSpec:
 
     Raises:
         ValueError: mismatched dimensions, wrong number of proportions, proportions that are not
-            positive or do not sum to 1, ``n <= 0``.
+            positive or do not sum to 1, ``n <= 0``, a group with ``p_k n < 1`` training samples (the
+            simulator cannot draw it and the separate model of the EDD has no data).
     """
 
     groups: tuple[GroupSpec, ...]
@@ -188,6 +194,13 @@ class MixtureSpec:
         n = float(self.n)
         if not np.isfinite(n) or n <= 0:
             raise ValueError(f"MixtureSpec.n: the number of training samples must be > 0, got {self.n!r}")
+        for k, pk in enumerate(p):
+            if pk * n < 1:
+                raise ValueError(
+                    f"MixtureSpec: group {k + 1} gets p_{k + 1} n = {pk:g} * {n:g} = {pk * n:.3g} < 1 training "
+                    f"sample (n={n:g}, proportions {tuple(round(x, 6) for x in p)}); each group needs at least "
+                    "one: raise n or the group's proportion"
+                )
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "proportions", p)
         object.__setattr__(self, "n", n)
@@ -482,7 +495,7 @@ def gradient_flow_risk_theory(mix: MixtureSpec, t: float | Sequence[float] | np.
     Raises:
         ValueError: ``t <= 0``.
     """
-    t_arr, scalar = _as_lam(t, "t")
+    t_arr, scalar = _as_lam(t, "t", time=True)
     res = ridge_risk_theory(mix, 1.0 / t_arr)
     return res.at(0) if scalar else res
 

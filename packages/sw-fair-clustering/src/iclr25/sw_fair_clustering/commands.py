@@ -216,6 +216,10 @@ def run_stream(cfg: StreamConfig) -> int:
     out = Path(cfg.out)
     summ_p, prog_p, q_p = out / "summary.npz", out / "progress.json", out / "queries.jsonl"
     src = _Source(cfg)  # validates the input first: a bad flag leaves no empty output folder behind
+    if cfg.window > src.n:
+        raise ValueError(f"--window {cfg.window} is longer than the stream ({src.n} points"
+                         f"{' after --max-rows' if cfg.max_rows is not None else ''}): the first query comes "
+                         f"when a window is full, so none would run; use --window <= {src.n}")
     out.mkdir(parents=True, exist_ok=True)
     names = src.names
     qe = cfg.query_every or max(1, cfg.window // 5)

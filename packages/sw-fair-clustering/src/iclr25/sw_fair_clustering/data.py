@@ -144,6 +144,9 @@ class _CsvLayout:
     delimiter: str
 
 
+_DELIM_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
 def _layout(path: Path, delimiter: str, header: str, features, color_column, timestamp_column) -> _CsvLayout:
     rows = []
     with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a spreadsheet's byte-order mark is no name
@@ -160,14 +163,23 @@ def _layout(path: Path, delimiter: str, header: str, features, color_column, tim
         raise ValueError(f"{path}: the file is empty")
     if header not in ("auto", "yes", "no"):
         raise ValueError(f"header must be 'auto', 'yes' or 'no', got {header!r}")
+    n_fields = len(rows[0])
+    if n_fields == 1:  # a colour and a feature need two columns: the delimiter is wrong
+        seen = [d for d in (",", ";", "\t", "|") if d != delimiter and d in rows[0][0]]
+        hint = (f"; the file looks {_DELIM_NAMES[seen[0]]}-separated (use --delimiter {seen[0]!r})" if seen
+                else "; check --delimiter")
+        raise ValueError(f"{path}: the first line is one column with delimiter {delimiter!r} "
+                         f"({rows[0][0][:60]!r}){hint}")
+    if len(rows) == 1 and header != "no":
+        names = {str(x) for x in (color_column, timestamp_column, *(features or ())) if x is not None}
+        fields = [h.strip() for h in rows[0]]
+        if header == "yes" or not any(_is_float(a) for a in fields) or names & set(fields):
+            raise ValueError(f"{path}: only a header line ({', '.join(fields)[:80]}), no data rows")
     if header == "auto":
         has_header = len(rows) == 2 and any(not _is_float(a) and _is_float(b) for a, b in zip(rows[0], rows[1]))
     else:
         has_header = header == "yes"
     hdr = [h.strip() for h in rows[0]] if has_header else None
-    n_fields = len(rows[0])
-    if n_fields == 1 and delimiter == "," and ";" in rows[0][0]:
-        raise ValueError(f"{path}: one column only; the file looks semicolon-separated (use --delimiter ';')")
     color = _resolve_column(color_column if color_column is not None else n_fields - 1, hdr, n_fields, "color_column")
     ts = None if timestamp_column is None else _resolve_column(timestamp_column, hdr, n_fields, "timestamp_column")
     if features:
