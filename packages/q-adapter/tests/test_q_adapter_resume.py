@@ -84,3 +84,29 @@ def test_torn_checkpoint_write_keeps_previous(tmp_path, monkeypatch):
                                            QAdapterConfig()), pairs, tok.pad_token_id,
                              TrainerConfig(batch_size=2, max_steps=2, progress=False),
                              output_dir=tmp_path).load_checkpoint()
+
+
+def test_resume_on_other_data_is_refused_and_keeps_config(tmp_path, local_base, capsys):
+    """Trial QA (s52): only the pair count was checked, so --resume with another --max-length (or another data
+    file of as many pairs) continued on other data; a refused resume also overwrote config.json with the
+    refused settings; a resume with no step left printed "final loss nan"."""
+    from iclr25.q_adapter.cli import main
+
+    out = tmp_path / "run"
+    common = ["--base", str(local_base), "--out", str(out), "--batch-size", "4", "--max-prompt-length", "8",
+              "--quiet"]
+    assert main(["train", "--data", str(_data(tmp_path)), *common, "--max-length", "24", "--epochs", "1"]) == 0
+    config = (out / "config.json").read_bytes()
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(json.dumps({"prompt": f"P{i}:", "chosen": f" good {i}", "rejected": f" bad {i}"})
+                               for i in range(12)) + "\n")
+    capsys.readouterr()
+    for data, length in ((_data(tmp_path), "10"), (other, "24")):
+        code = main(["train", "--data", str(data), *common, "--max-length", length, "--epochs", "2", "--resume"])
+        err = capsys.readouterr().err
+        assert code == 2 and "training data: other tokenised pairs" in err and "Traceback" not in err, err
+        assert (out / "config.json").read_bytes() == config
+    assert main(["train", "--data", str(_data(tmp_path)), *common, "--max-length", "24", "--epochs", "1",
+                 "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "no step left" in printed and "nan" not in printed

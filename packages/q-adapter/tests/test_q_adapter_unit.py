@@ -84,6 +84,24 @@ def test_malformed_jsonl_names_line(tmp_path):
         load_preference_jsonl(p)
 
 
+def test_jsonl_wrong_type_and_encoding_named(tmp_path):
+    """Trial QA (s52): a number/list/NaN field said "is empty"; a Latin-1 file gave a bare codec error
+    without file or line; a UTF-8 BOM on line 1 was "malformed JSON"."""
+    p = tmp_path / "pairs.jsonl"
+    for bad, what in (('{"prompt": 5, "chosen": "a", "rejected": "b"}', "prompt must be a string, got int"),
+                      ('{"prompt": "p", "chosen": ["a"], "rejected": "b"}', "chosen must be a string, got list"),
+                      ('{"prompt": NaN, "chosen": "a", "rejected": "b"}', "prompt must be a string, got float")):
+        p.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n' + bad + "\n")
+        with pytest.raises(ValueError, match=rf"pairs.jsonl:2: PreferencePair.{what}"):
+            load_preference_jsonl(p)
+    p.write_bytes(b'{"prompt": "p", "chosen": "a", "rejected": "b"}\n'
+                  + '{"prompt": "caf\u00e9", "chosen": "a", "rejected": "b"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: not UTF-8 text"):
+        load_preference_jsonl(p)
+    p.write_bytes(b"\xef\xbb\xbf" + '{"prompt": "caf\u00e9 \u96e8", "chosen": "a", "rejected": "b"}\r\n'.encode())
+    assert load_preference_jsonl(p) == [PreferencePair("caf\u00e9 \u96e8", "a", "b")]
+
+
 def test_empty_response_rejected():
     with pytest.raises(ValueError, match="chosen is empty"):
         PreferencePair("prompt", "", "b")

@@ -242,6 +242,8 @@ def cmd_train(a: TrainArgs) -> int:
     out = Path(a.out)
     t0 = time.perf_counter()
     trainer = PreferenceTrainer(pol, train, tok.pad_token_id, tcfg, output_dir=out, device=a.device)
+    if a.resume:  # a refused resume (changed settings or data) must leave config.json as it was
+        trainer.check_checkpoint()
     if trainer.acc.is_main_process:
         from iclr25.core.runinfo import run_info
 
@@ -252,10 +254,9 @@ def cmd_train(a: TrainArgs) -> int:
     if trainer.acc.is_main_process:
         pol.save_pretrained(out / "adapter")
         tok.save_pretrained(out / "adapter")
-    final = hist[-1] if hist else {}
+    loss = f"final loss {hist[-1]['loss']:.4f}" if hist else "no step left to train (checkpoint already at the end)"
     print(f"trained {a.method} on {len(train)} pairs ({trainer.world} process(es)): {trainer.step} steps "
-          f"({len(hist)} in this run) in {time.perf_counter() - t0:.1f} s, final loss "
-          f"{final.get('loss', float('nan')):.4f}; adapter in {out / 'adapter'}")
+          f"({len(hist)} in this run) in {time.perf_counter() - t0:.1f} s, {loss}; adapter in {out / 'adapter'}")
     return 0
 
 

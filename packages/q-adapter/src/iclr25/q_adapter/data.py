@@ -84,7 +84,9 @@ class PreferencePair:
     def __post_init__(self) -> None:
         for name in ("prompt", "chosen", "rejected"):
             v = getattr(self, name)
-            if not isinstance(v, str) or not v.strip():
+            if not isinstance(v, str):
+                raise ValueError(f"PreferencePair.{name} must be a string, got {type(v).__name__} ({v!r:.40})")
+            if not v.strip():
                 raise ValueError(f"PreferencePair.{name} is empty; every pair needs a prompt and two non-empty "
                                  "responses")
 
@@ -289,8 +291,16 @@ def _open_text(p: Path):
 
 
 def _read_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(p) as fh:
-        for lineno, line in enumerate(fh, 1):
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist")
+    # bytes, decoded line by line: a non-UTF-8 line is an error naming its line, not a bare codec message
+    with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a leading BOM (Windows editors) goes
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{p}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start} of the line); "
+                                 "save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:

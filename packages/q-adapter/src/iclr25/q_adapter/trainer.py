@@ -213,7 +213,7 @@ class PreferenceTrainer:
             torch.save({"global_step": self.step, "optimizer": self.opt.state_dict(), "lora": lora,
                         "rng": json.dumps(capture_rng_state(torch_state=True)),
                         "config": json.dumps(asdict(self.cfg), sort_keys=True),
-                        "n_pairs": len(self.pairs), "world": self.world,
+                        "n_pairs": len(self.pairs), "data_sha256": self.data_digest(), "world": self.world,
                         "policy": json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)},
                        tmp / "trainer_state.pt")
 
@@ -228,13 +228,27 @@ class PreferenceTrainer:
         d = self.checkpoint_dir
         return d is not None and recover_folder(d) is not None and (d / "trainer_state.pt").is_file()
 
-    def load_checkpoint(self) -> bool:
-        """Restore from ``checkpoint/``; returns False when there is none."""
-        from iclr25.core.checkpoint import restore_rng_state
+    def data_digest(self) -> str:
+        """SHA-256 of the tokenised training pairs in order (the data file, the truncation lengths, the pair
+        limit and the tokenizer all change it): a resume on other data is refused, not continued."""
+        import hashlib
 
+        if getattr(self, "_data_sha256", None) is None:  # the pairs are fixed: hashed once, not per checkpoint
+            h = hashlib.sha256()
+            for p in self.pairs:
+                for ids in (p.prompt, p.chosen, p.rejected):
+                    h.update(len(ids).to_bytes(8, "little"))
+                    h.update(np.asarray(ids, dtype=np.int64).tobytes())
+            self._data_sha256 = h.hexdigest()
+        return self._data_sha256
+
+    def check_checkpoint(self) -> dict | None:
+        """Read ``checkpoint/`` and refuse (``ValueError`` naming them) settings or data other than those it
+        was written with; returns the trainer state, or None when there is no checkpoint. Nothing is
+        restored (the CLI calls it before it writes ``config.json``)."""
         d = self.checkpoint_dir
         if not self.has_checkpoint():
-            return False
+            return None
         fix = f"delete {d} or run without --resume (or in another --out)"
         try:
             st = torch.load(d / "trainer_state.pt", map_location="cpu", weights_only=True)
@@ -250,6 +264,9 @@ class PreferenceTrainer:
         for key, cur in (("n_pairs", len(self.pairs)), ("world", self.world)):
             if key in st and st[key] != cur:
                 changed.append(f"{'training pairs' if key == 'n_pairs' else 'processes'}: {st[key]} -> {cur}")
+        if "data_sha256" in st and st["data_sha256"] != self.data_digest():  # absent in older checkpoints
+            changed.append("training data: other tokenised pairs (--data, --max-length, --max-prompt-length, "
+                           "--max-pairs or the tokenizer changed)")
         cur_policy = json.dumps({"kind": self.policy.kind, **self.policy.cfg.to_dict()}, sort_keys=True)
         if "policy" in st and st["policy"] != cur_policy:
             old_p, new_p = json.loads(st["policy"]), json.loads(cur_policy)
@@ -258,6 +275,17 @@ class PreferenceTrainer:
         if changed:
             raise ValueError(f"--resume: checkpoint {d} was written with other settings ({'; '.join(changed)}); "
                              f"only {', '.join(self.RESUMABLE_CHANGES)} may change on resume; {fix}")
+        return st
+
+    def load_checkpoint(self) -> bool:
+        """Restore from ``checkpoint/`` (after :meth:`check_checkpoint`); returns False when there is none."""
+        from iclr25.core.checkpoint import restore_rng_state
+
+        st = self.check_checkpoint()
+        if st is None:
+            return False
+        d = self.checkpoint_dir
+        fix = f"delete {d} or run without --resume (or in another --out)"
         named = dict(self.policy.peft_model.named_parameters())
         with torch.no_grad():
             for k, v in st["lora"].items():
