@@ -110,3 +110,19 @@ def test_config_by_name_loads_the_packaged_preset(capsys):
     for p in ("quick", "paper"):  # every key of the presets is a train flag (renamed keys included)
         assert set(load_config_file(preset_path(p))) <= names, p
     assert presets_main(["nope"]) == 2 and "unknown preset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--config", "quik"], "--config quik: no such file and not a packaged preset (train presets: quick, paper)"),
+    (["evaluate", "--config", "quick"], "--config quick: the packaged presets ['quick', 'paper'] are train settings"),
+    (["generate", "--config=paper"], "--config paper: the packaged presets"),
+    (["reproduce", "--config", "quick"], "reproduce takes a YAML file of its own flags (reproduce: --quick)"),
+])
+def test_misspelt_or_misplaced_preset_is_one_line(argv, message, capsys):
+    """Trial QA (s52): ``--config quik`` said only "config file quik does not exist"; ``evaluate``/``generate``/
+    ``reproduce --config quick`` loaded the train preset and failed on a list of unknown keys."""
+    from iclr25.q_adapter.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith(f"iclr25-q-adapter {argv[0]}: error:"), err

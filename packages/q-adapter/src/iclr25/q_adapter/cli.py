@@ -347,15 +347,35 @@ def cmd_tabular(a: TabularArgs) -> int:
 
 
 def _named_presets(argv: list[str]) -> list[str]:
-    """``--config quick`` / ``--config paper`` (not an existing file) name the packaged presets."""
+    """``train --config quick`` / ``--config paper`` (not an existing file) name the packaged presets.
+
+    Raises: ValueError (one line, exit 2) for a named preset on another command (the presets hold train
+    settings that ``evaluate`` / ``generate`` / ``reproduce`` do not take) and for a ``--config`` value
+    that is neither a file nor a preset (a misspelt name: the presets are listed).
+    """
     from .presets import PRESETS, preset_path
 
     out = list(argv)
+    command = next((a for a in out if not a.startswith("-")), None)
     for i, a in enumerate(out):
-        if a == "--config" and i + 1 < len(out) and out[i + 1] in PRESETS and not Path(out[i + 1]).exists():
-            out[i + 1] = str(preset_path(out[i + 1]))
-        elif a.startswith("--config=") and a[9:] in PRESETS and not Path(a[9:]).exists():
-            out[i] = f"--config={preset_path(a[9:])}"
+        if a == "--config" and i + 1 < len(out):
+            j, value = i + 1, out[i + 1]
+        elif a.startswith("--config="):
+            j, value = i, a[9:]
+        else:
+            continue
+        if Path(value).exists():
+            continue
+        if value in PRESETS:
+            if command != "train":
+                hint = " (reproduce: --quick)" if command == "reproduce" and value == "quick" else ""
+                raise ValueError(f"--config {value}: the packaged presets {list(PRESETS)} are train settings; "
+                                 f"{command} takes a YAML file of its own flags{hint}")
+            path = str(preset_path(value))
+            out[j] = path if j == i + 1 else f"--config={path}"
+        elif not value.endswith((".yaml", ".yml", ".json", ".toml")) and "/" not in value:
+            raise ValueError(f"--config {value}: no such file and not a packaged preset (train presets: "
+                             f"{', '.join(PRESETS)})")
     return out
 
 
@@ -363,7 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``iclr25-q-adapter``; returns the exit code."""
     import sys
 
-    argv = _named_presets(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        argv = _named_presets(argv)
+    except ValueError as e:  # one line, exit 2, as run_cli's errors
+        command = next((a for a in argv if not a.startswith("-")), "")
+        print(f"iclr25-q-adapter {command}: error: {e}", file=sys.stderr)
+        return 2
     return run_cli("iclr25-q-adapter", "Q-Adapter (ICLR 2025): customise a pre-trained LM to a new preference "
                    "with a residual-Q LoRA adapter, without forgetting.", {
                        "train": Command(TrainArgs, cmd_train, "train a Q-Adapter / DPO / SFT LoRA (with --resume)",

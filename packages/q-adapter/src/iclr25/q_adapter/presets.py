@@ -12,7 +12,7 @@ from pathlib import Path
 
 __all__ = ["PRESETS", "ACCELERATE_CONFIGS", "preset_path"]
 
-#: ``--config NAME`` of ``train`` / ``evaluate`` / ``generate``
+#: ``train --config NAME`` (train settings: evaluate, generate and reproduce refuse a preset name)
 PRESETS = ("quick", "paper")
 #: accelerate configs (``accelerate launch --config_file "$(python -m iclr25.q_adapter.presets NAME)"``)
 ACCELERATE_CONFIGS = ("accelerate/fsdp", "accelerate/deepspeed-zero2", "accelerate/deepspeed-zero3")
