@@ -126,3 +126,19 @@ def test_misspelt_or_misplaced_preset_is_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and err.startswith(f"iclr25-q-adapter {argv[0]}: error:"), err
+
+
+def test_generate_past_the_context_is_an_error_or_a_cut_prompt(tmp_path, local_base, capsys, caplog):
+    """Trial QA (s52): a prompt + --max-new-tokens beyond the model's context (n_positions) ended in an IndexError
+    traceback (exit 1) from the position embeddings."""
+    import logging
+
+    from iclr25.q_adapter.cli import main
+
+    common = ["generate", "--base", str(local_base), "--quiet"]
+    assert main([*common, "--prompt", "Q1:", "--max-new-tokens", "96"]) == 2  # the context is 96
+    err = capsys.readouterr().err
+    assert "--max-new-tokens 96 leaves no room" in err and "Traceback" not in err
+    with caplog.at_level(logging.WARNING):
+        assert main([*common, "--prompt", "word " * 40, "--max-new-tokens", "90"]) == 0
+    assert "only the prompt's last 6 tokens are used" in caplog.text

@@ -304,6 +304,8 @@ def cmd_evaluate(a: EvaluateArgs) -> int:
 def cmd_generate(a: GenerateArgs) -> int:
     import torch
 
+    from .base import model_context
+
     prompt = a.prompt
     if a.prompt_file is not None:
         if not Path(a.prompt_file).is_file():
@@ -323,6 +325,17 @@ def cmd_generate(a: GenerateArgs) -> int:
     else:
         pol, tok = _load_policy(a)
     enc = tok(prompt, add_special_tokens=False, return_tensors="pt")
+    ctx = model_context(pol.peft_model.get_base_model())
+    if ctx is not None:  # past the position embeddings the model would fail with an IndexError
+        if a.max_new_tokens >= ctx:
+            raise ValueError(f"--max-new-tokens {a.max_new_tokens} leaves no room for the prompt in the model's "
+                             f"context of {ctx} tokens; use --max-new-tokens {ctx - 1} or less")
+        n = enc["input_ids"].shape[1]
+        if n + a.max_new_tokens > ctx:
+            keep = ctx - a.max_new_tokens
+            log.warning("the prompt (%d tokens) + --max-new-tokens %d exceed the model's context of %d tokens: "
+                        "only the prompt's last %d tokens are used", n, a.max_new_tokens, ctx, keep)
+            enc = {k: v[:, -keep:] for k, v in enc.items()}
     dev = next(pol.parameters()).device
     g = torch.Generator(device=dev).manual_seed(a.seed)
     out = pol.generate(enc["input_ids"].to(dev), enc["attention_mask"].to(dev), max_new_tokens=a.max_new_tokens,
