@@ -165,6 +165,26 @@ def test_save_load_roundtrip(tiny_lm, tmp_path, lora_randomizer):
         LoRAPolicy.from_pretrained(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128), tmp_path / "ad")
 
 
+def test_sft_adapter_keeps_its_score_after_loading(tiny_lm, tmp_path, lora_randomizer):
+    """Trial QA (s52): ``LoRAPolicy.from_pretrained`` always rebuilt ``score="dpo"``, so ``evaluate`` of an SFT
+    adapter ranked pairs by log pi - log pi_1 instead of SFT's log pi (its documented score)."""
+    from iclr25.core.lm import tiny_causal_lm
+
+    model, tok = tiny_lm
+    for score in ("sft", "dpo"):
+        pol = LoRAPolicy(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128, seed=0), score=score)
+        lora_randomizer(pol.peft_model)
+        pol.save_pretrained(tmp_path / score)
+        back = LoRAPolicy.from_pretrained(tiny_causal_lm(n_embd=32, n_layer=2, n_head=2, n_positions=128, seed=0),
+                                          tmp_path / score)
+        assert back.score == score
+        ids = tok(["Q: yes", "Q: no!"], return_tensors="pt", padding=True)
+        resp = torch.zeros_like(ids["input_ids"]); resp[:, 2:] = 1  # noqa: E702
+        pol.eval(); back.eval()  # noqa: E702
+        assert torch.allclose(pol.scores(ids["input_ids"], ids["attention_mask"], resp),
+                              back.scores(ids["input_ids"], ids["attention_mask"], resp), atol=1e-5)
+
+
 def _train(tok, model, out, steps, resume=False, n_pairs=8, qcfg=None, **tkw):
     pairs = tokenize_pairs([PreferencePair(f"Q{i}:", f" good {i}", f" bad {i}!") for i in range(n_pairs)], tok,
                            max_length=24, max_prompt_length=8)

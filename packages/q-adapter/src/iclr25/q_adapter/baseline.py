@@ -17,6 +17,8 @@ class LoRAPolicy(_PeftPolicy):
     """A LoRA policy ``pi_theta`` on the same base (DPO and SFT baselines); ``pi_1`` = adapter off."""
 
     kind = "lora"
+    # saved with the adapter: an SFT adapter is scored by log pi after loading, not by DPO's log pi - log pi_1
+    _SAVED_ATTRS = ("score",)
 
     def __init__(self, base_model: Any, cfg: QAdapterConfig | None = None, *, peft_model: Any = None,
                  score: str = "dpo") -> None:

@@ -19,12 +19,15 @@ class SaveLoadMixin:
     """``save_pretrained`` / ``from_pretrained`` for a policy holding ``self.peft_model``, ``self.cfg`` and a
     class attribute ``kind``."""
 
+    #: constructor arguments beside the config kept in ``qadapter_config.json`` (LoRAPolicy: its ``score``)
+    _SAVED_ATTRS: tuple[str, ...] = ()
+
     def save_pretrained(self, path: str | Path) -> None:
         """Save the adapter with ``peft``'s ``save_pretrained`` plus ``qadapter_config.json``."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         self.peft_model.save_pretrained(str(out))
-        meta = {"kind": self.kind, **self.cfg.to_dict()}
+        meta = {"kind": self.kind, **{k: getattr(self, k) for k in self._SAVED_ATTRS}, **self.cfg.to_dict()}
         (out / QCONFIG_NAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
@@ -47,9 +50,10 @@ class SaveLoadMixin:
         kind = meta.pop("kind", cls.kind)
         if kind != cls.kind:
             raise ValueError(f"{p} holds a {kind!r} adapter, not a {cls.kind!r} one; use the matching class")
+        extra = {k: meta.pop(k) for k in cls._SAVED_ATTRS if k in meta}
         if meta.get("target_modules") is not None:
             meta["target_modules"] = tuple(meta["target_modules"])
         cfg = QAdapterConfig(**meta) if meta else QAdapterConfig()
         peft_model = PeftModel.from_pretrained(base_model, str(p), is_trainable=is_trainable)
-        return cls(base_model, cfg, peft_model=peft_model)
+        return cls(base_model, cfg, peft_model=peft_model, **extra)
 
