@@ -494,3 +494,18 @@ def test_worker_env_reaches_workers_only_and_user_values_win(toy, tmp_path, monk
     assert "ICLR25_TEST_A" not in os.environ and os.environ["ICLR25_TEST_B"] == "mine"
     here = run_jobs(jobs, tmp_path / "one", workers=1, quiet=True, worker_env={"ICLR25_TEST_A": "1"})
     assert all(rec["in_worker"] is False and rec["env"]["ICLR25_TEST_A"] is None for rec in here.records.values())
+
+
+def test_resume_reruns_the_dependents_of_a_job_that_runs_again(toy, tmp_path, caplog):
+    """A record deleted (or damaged and removed) before --resume: its job runs again, and so does every finished
+    job built on it (q-adapter's method jobs take their step-0 point from the base record); others are kept."""
+    mod, _ = toy
+    jobs = ([Job(f"a{s}", mod.draw, seed=s) for s in (0, 1)] + [Job("sum", mod.combine, deps=("a0", "a1"))]
+            + [Job("top", mod.draw, seed=7, deps=("sum",)), Job("lone", mod.draw, seed=5)])
+    first = run_jobs(jobs, tmp_path, workers=1, quiet=True)
+    (tmp_path / "records" / "a0.json").unlink()
+    with caplog.at_level("WARNING", logger="iclr25.core.runner"):
+        again = run_jobs(jobs, tmp_path, workers=1, resume=True, quiet=True)
+    assert sorted(again.reused) == ["a1", "lone"] and sorted(again.ran) == ["a0", "sum", "top"]
+    assert again.records == first.records
+    assert any("depend on a job that runs again" in m and "sum, top" in m for m in caplog.messages), caplog.messages

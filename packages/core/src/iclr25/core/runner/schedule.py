@@ -131,6 +131,8 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
             f.unlink()
         if old:
             log.info("a fresh run: %d record(s) of a previous run in %s deleted (--resume keeps them)", len(old), rec_dir)
+    if reused:
+        _drop_stale_dependents(jobs, records, job_cpu, job_wall, reused, out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / SETTINGS_FILE, settings)
     todo = [j for j in jobs if j.name not in records]
@@ -182,6 +184,29 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, workers: int | None = None
                      wall_seconds=time.perf_counter() - t0, cpu_seconds_self=time.process_time() - c_self0,
                      cpu_seconds_children=_children_cpu() - c_ch0, job_cpu_seconds=job_cpu,
                      job_wall_seconds=job_wall, workers=n_workers)
+
+
+def _drop_stale_dependents(jobs: Sequence[Job], records: dict[str, Any], job_cpu: dict[str, float],
+                           job_wall: dict[str, float], reused: list[str], out: Path) -> None:
+    """``--resume``: a finished job that depends (directly or not) on a job that must run again was computed from
+    a record that is gone; it runs again too (its old record is deleted), so no result mixes two versions of a
+    dependency."""
+    stale: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for j in jobs:
+            if j.name in records and any(d not in records for d in j.deps):
+                del records[j.name]
+                job_cpu.pop(j.name, None)
+                job_wall.pop(j.name, None)
+                reused.remove(j.name)
+                _record_path(out, j.name).unlink(missing_ok=True)
+                stale.append(j.name)
+                changed = True
+    if stale:
+        log.warning("--resume: %d finished job(s) depend on a job that runs again and run again too: %s", len(stale),
+                    ", ".join(stale))
 
 
 def _refuse_other_jobs(out: Path, settings: Mapping[str, Any]) -> None:
