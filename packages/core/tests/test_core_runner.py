@@ -97,7 +97,9 @@ def jobs_for(d):
 '''
 
 SCRIPT_SRC = '''
-import json, sys
+import json, signal, sys
+# a shell's background job starts with SIGINT ignored, and Python then keeps it so: Ctrl-C as in a terminal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {dir!r})
 from iclr25.core.runner import RunInterrupted, run_jobs
 from {mod} import jobs_for

@@ -169,11 +169,16 @@ def test_pretrain_ctrl_c_keeps_the_last_checkpoint_and_resumes(tmp_path, capsys,
         return real(*a, should_stop=poll, **kw)
 
     monkeypatch.setattr(pt, "pretrain", interrupting)
+    # a shell's background job (nohup ... &) starts with SIGINT ignored: Ctrl-C as in a terminal for this test
+    prev_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     out = tmp_path / "run"
     args = ["pretrain", "--objective", "mgm", "--out", str(out), "--hidden-size", "16", "--num-encoder-layers", "2",
             "--n-synthetic", "10", "--synth-max-width", "3", "--batch-size", "2", "--no-use-mirror", "--device",
             "cpu", "--quiet", "--steps", "8", "--checkpoint-every", "2"]
-    assert main(args) == 130
+    try:
+        assert main(args) == 130
+    finally:
+        signal.signal(signal.SIGINT, prev_int)
     capsys.readouterr()
     assert json.loads(safe_torch_load(out / "checkpoint.pt")["meta"])["step"] == 2
     monkeypatch.setattr(pt, "pretrain", real)
